@@ -1,0 +1,173 @@
+/*
+ * File helpers. write_file_atomic() is how every piece of durable state is
+ * written: a crash leaves either the old or the new content, never a mix.
+ */
+#include "basic/fileio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/fd-util.h"
+#include "basic/macro.h"
+#include "basic/strbuf.h"
+
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+    struct strbuf sb = STRBUF_INIT;
+    char buf[16384];
+    int fd = -EBADF;
+    int r;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        return -errno;
+    }
+    strbuf_init(&sb, max);
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            r = -errno;
+            goto out;
+        }
+        if (n == 0) {
+            break;
+        }
+        r = strbuf_append(&sb, buf, (size_t)n);
+        if (r < 0) {
+            r = r == -E2BIG ? -EFBIG : r;
+            goto out;
+        }
+    }
+    *ret = strbuf_detach(&sb, ret_len);
+    r = *ret ? 0 : -ENOMEM;
+out:
+    strbuf_release(&sb);
+    close_safe(fd);
+    return r;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len)
+{
+    char tmp[PATH_MAX], dir[PATH_MAX];
+    int fd = -EBADF, dfd = -EBADF;
+    int r;
+
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp) ||
+        snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir)) {
+        return -ENAMETOOLONG;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return -errno;
+    }
+    r = write_all(fd, data, len);
+    if (r < 0) {
+        goto fail;
+    }
+    r = NERRNO(fsync(fd));
+    if (r < 0) {
+        goto fail;
+    }
+    r = NERRNO(rename(tmp, path));
+    if (r < 0) {
+        goto fail;
+    }
+    dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+    }
+    close_safe(dfd);
+    close_safe(fd);
+    return 0;
+fail:
+    close_safe(fd);
+    unlink(tmp);
+    return r;
+}
+
+int mkdir_p(const char *path, unsigned mode)
+{
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+
+    if (n == 0 || n >= sizeof(buf)) {
+        return -EINVAL;
+    }
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, mode) < 0 && errno != EEXIST) {
+                return -errno;
+            }
+            *p = '/';
+        }
+    }
+    if (mkdir(buf, mode) < 0 && errno != EEXIST) {
+        return -errno;
+    }
+    return 0;
+}
+
+static int rm_rf_at(int dfd, const char *name, dev_t dev)
+{
+    struct stat st;
+    DIR *d = NULL;
+    struct dirent *de;
+    int fd, r = 0;
+
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        return errno == ENOENT ? 0 : -errno;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return NERRNO(unlinkat(dfd, name, 0));
+    }
+    if (st.st_dev != dev) {
+        return -EXDEV; /* a mount point below: never descend into it */
+    }
+    fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    d = fdopendir(fd);
+    if (!d) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+            continue;
+        }
+        int k = rm_rf_at(dirfd(d), de->d_name, dev);
+        if (k < 0 && r == 0) {
+            r = k;
+        }
+    }
+    closedir(d);
+    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && r == 0) {
+        r = -errno;
+    }
+    return r;
+}
+
+int rm_rf(const char *path)
+{
+    struct stat st;
+
+    if (lstat(path, &st) < 0) {
+        return errno == ENOENT ? 0 : -errno;
+    }
+    return rm_rf_at(AT_FDCWD, path, st.st_dev);
+}

@@ -1,0 +1,12 @@
+#pragma once
+/* Whole-file reads and atomic writes (write temp, fsync, rename, fsync dir). */
+#include <stddef.h>
+
+/* Reads the file at path (at most max bytes, else -EFBIG). *ret is NUL-terminated; caller frees. */
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+/* Atomically replaces path with data; durable when the call returns 0. */
+int write_file_atomic(const char *path, const void *data, size_t len);
+/* mkdir -p with mode for each missing component. */
+int mkdir_p(const char *path, unsigned mode);
+/* rm -rf that stays on one filesystem and never follows symlinks. */
+int rm_rf(const char *path);

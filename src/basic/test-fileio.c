@@ -1,0 +1,48 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/fileio.h"
+
+static void test_fileio_atomic_roundtrip(void **state)
+{
+    char dir[] = "/tmp/test-fileio-XXXXXX";
+    char path[128], sub[128];
+    char *data = NULL;
+    size_t len;
+
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/a/b/c", dir);
+    assert_int_equal(mkdir_p(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/a/state.json", dir);
+    assert_int_equal(write_file_atomic(path, "{\"x\":1}", 7), 0);
+    assert_int_equal(read_file(path, 1024, &data, &len), 0);
+    assert_int_equal(len, 7);
+    assert_string_equal(data, "{\"x\":1}");
+    free(data);
+    assert_int_equal(read_file(path, 3, &data, &len), -EFBIG);
+
+    snprintf(sub, sizeof(sub), "%s/a/link", dir);
+    assert_int_equal(symlink("/etc", sub), 0);
+    assert_int_equal(rm_rf(dir), 0);
+    assert_int_equal(access(dir, F_OK), -1);
+    assert_int_equal(access("/etc/passwd", F_OK), 0); /* symlink not followed */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fileio_atomic_roundtrip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
