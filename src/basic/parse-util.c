@@ -106,7 +106,9 @@ int parse_size(const char *s, uint64_t *ret)
     default:
         return -EINVAL;
     }
-    if (*end == 'i' || *end == 'B') {
+    if (mult > 1 && end[0] == 'i' && end[1] == 'B') {
+        end += 2;
+    } else if (mult > 1 && end[0] == 'B') {
         end++;
     }
     if (*end != '\0') {

@@ -106,8 +106,11 @@ char *strbuf_detach(struct strbuf *sb, size_t *ret_len)
 {
     char *p;
 
-    if (!sb->buf && strbuf_grow(sb, 0) < 0) {
-        return NULL;
+    if (!sb->buf) {
+        if (strbuf_grow(sb, 0) < 0) {
+            return NULL;
+        }
+        sb->buf[0] = '\0';
     }
     p = sb->buf;
     if (ret_len) {
