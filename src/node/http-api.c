@@ -1,0 +1,580 @@
+/*
+ * space-node's HTTP API (native v1, JSON), served until the control plane
+ * (space-api) takes these routes over; they keep their shape then.
+ *
+ *   GET    /health                        node status, accelerator
+ *   GET    /v1/templates                  built templates
+ *   POST   /v1/sandboxes                  {template, vcpus, memory_mb} -> 201 sandbox
+ *   GET    /v1/sandboxes                  {sandboxes: [...]}
+ *   GET    /v1/sandboxes/{id}             sandbox
+ *   DELETE /v1/sandboxes/{id}             204
+ *   POST   /v1/sandboxes/{id}/exec        {cmd, args, env, cwd, user, timeout_ms}
+ *                                         -> {exit_code, exited, status, stdout_b64, stderr_b64}
+ *
+ * Errors are {"code": <http status>, "message": "..."} everywhere. This file
+ * parses and validates; the work happens in vm.c on worker threads.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "basic/base64.h"
+#include "basic/fileio.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "node/manager.h"
+#include "shared/sandbox-id.h"
+
+#define HTTP_MAX_BODY (1u << 20)
+#define MAX_VCPUS 16
+#define MAX_MEMORY_MIB (64u * 1024)
+#define MIN_MEMORY_MIB 128
+
+static void reply_json(struct evhttp_request *req, int status, json_t *body)
+{
+    struct evbuffer *out = evbuffer_new();
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+
+    json_decref(body);
+    if (out && text) {
+        evbuffer_add(out, text, strlen(text));
+        evbuffer_add(out, "\n", 1);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                          "application/json");
+    }
+    evhttp_send_reply(req, status, NULL, text ? out : NULL);
+    free(text);
+    if (out) {
+        evbuffer_free(out);
+    }
+}
+
+static void reply_error(struct evhttp_request *req, int status, const char *fmt, ...)
+    _printf_(3, 4);
+static void reply_error(struct evhttp_request *req, int status, const char *fmt, ...)
+{
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    reply_json(req, status, json_pack("{s:i, s:s}", "code", status, "message", msg));
+}
+
+/* Parses the request body as a JSON object; replies 400 and returns NULL otherwise. */
+static json_t *body_json(struct evhttp_request *req)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    json_error_t err;
+    json_t *j;
+
+    if (len == 0) {
+        return json_object();
+    }
+    j = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &err);
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        reply_error(req, 400, "request body is not a JSON object: %s", err.text);
+        return NULL;
+    }
+    return j;
+}
+
+static json_t *vm_to_json(const struct vm *vm)
+{
+    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f}}", "id", vm->id,
+                     "template", vm->template_name, "state", vm_state_to_string(vm->state),
+                     "vcpus", (int)vm->vcpus, "memory_mb", (int)vm->memory_mib, "created_at_us",
+                     (json_int_t)vm->created_at, "timings_ms", "clone",
+                     vm->timing.clone / 1000.0, "network", vm->timing.network / 1000.0, "vmm",
+                     vm->timing.vmm / 1000.0, "boot", vm->timing.boot / 1000.0, "total",
+                     vm->timing.total / 1000.0);
+}
+
+/* ---- GET /health, GET /v1/templates ---- */
+
+static void handle_health(struct manager *m, struct evhttp_request *req)
+{
+    reply_json(req, 200,
+               json_pack("{s:s, s:s, s:s, s:s, s:i}", "status", "ok", "version", SPACE_VERSION,
+                         "runtime", m->host.runtime->name, "accel",
+                         runtime_accel_to_string(m->host.accel), "sandboxes", (int)m->n_vms));
+}
+
+static void handle_templates(struct manager *m, struct evhttp_request *req)
+{
+    char path[PATH_MAX];
+    json_t *list = json_array();
+    struct dirent *de;
+    DIR *d;
+
+    snprintf(path, sizeof(path), "%s/templates", m->host.data_dir);
+    d = opendir(path);
+    while (d && (de = readdir(d))) {
+        char tdir[PATH_MAX], file[PATH_MAX + 32], *text = NULL;
+        json_error_t err;
+        if (vm_template_dir(&m->host, de->d_name, tdir, sizeof(tdir)) < 0) {
+            continue;
+        }
+        snprintf(file, sizeof(file), "%s/template.json", tdir);
+        if (read_file(file, 1 << 16, &text, NULL) < 0) {
+            continue;
+        }
+        json_t *t = json_loads(text, 0, &err);
+        free(text);
+        if (t) {
+            json_object_set_new(t, "name", json_string(de->d_name));
+            json_array_append_new(list, t);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    reply_json(req, 200, json_pack("{s:o}", "templates", list));
+}
+
+/* ---- POST /v1/sandboxes ---- */
+
+struct create_job {
+    struct manager *m;
+    struct evhttp_request *req;
+    struct vm *vm;
+    int r;
+    char *error;
+};
+
+static void create_work(void *p)
+{
+    struct create_job *j = p;
+    j->r = vm_create(&j->m->host, j->vm, &j->error);
+}
+
+static void create_done(void *p)
+{
+    struct create_job *j = p;
+
+    if (j->r < 0) {
+        log_sandbox_error_errno(j->vm->id, j->r, "create failed: %s", j->error ? j->error : "");
+        manager_remove(j->m, j->vm);
+        reply_error(j->req, j->r == -ETIMEDOUT ? 504 : 500, "cannot create sandbox: %s",
+                    j->error ? j->error : strerror(-j->r));
+        vm_free(j->vm);
+    } else {
+        log_sandbox_info(j->vm->id, "created from template '%s' in %.1f ms", j->vm->template_name,
+                         j->vm->timing.total / 1000.0);
+        reply_json(j->req, 201, vm_to_json(j->vm));
+    }
+    free(j->error);
+    free(j);
+}
+
+/* Reads an optional positive integer field; replies 400 and returns -EINVAL when it is invalid. */
+static int body_uint(struct evhttp_request *req, json_t *body, const char *key, unsigned min,
+                     unsigned max, unsigned *value)
+{
+    json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v)) {
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        reply_error(req, 400, "'%s' must be an integer between %u and %u", key, min, max);
+        return -EINVAL;
+    }
+    *value = (unsigned)json_integer_value(v);
+    return 0;
+}
+
+static void handle_create(struct manager *m, struct evhttp_request *req)
+{
+    const char *template_name = "base";
+    unsigned vcpus = m->default_vcpus, memory = m->default_memory_mib;
+    char tdir[PATH_MAX];
+    struct create_job *j = NULL;
+    struct vm *vm = NULL;
+    json_t *body;
+    int r;
+
+    body = body_json(req);
+    if (!body) {
+        return;
+    }
+    json_t *t = json_object_get(body, "template");
+    if (t && !json_is_string(t)) {
+        reply_error(req, 400, "'template' must be a string");
+        goto out;
+    }
+    if (t) {
+        template_name = json_string_value(t);
+    }
+    if (body_uint(req, body, "vcpus", 1, MAX_VCPUS, &vcpus) < 0 ||
+        body_uint(req, body, "memory_mb", MIN_MEMORY_MIB, MAX_MEMORY_MIB, &memory) < 0) {
+        goto out;
+    }
+    if (!template_name_is_valid(template_name)) {
+        reply_error(req, 400, "invalid template name '%s'", template_name);
+        goto out;
+    }
+    if (vm_template_dir(&m->host, template_name, tdir, sizeof(tdir)) < 0) {
+        reply_error(req, 404, "template '%s' not found", template_name);
+        goto out;
+    }
+    if (m->n_vms >= m->max_sandboxes) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
+        reply_error(req, 503, "this node is at capacity (%u sandboxes)", m->max_sandboxes);
+        goto out;
+    }
+    r = vm_new(template_name, vcpus, memory, &vm);
+    if (r >= 0) {
+        r = manager_add(m, vm);
+    }
+    j = calloc(1, sizeof(*j));
+    if (r < 0 || !j) {
+        reply_error(req, 500, "cannot create sandbox: %s", strerror(r < 0 ? -r : ENOMEM));
+        goto fail;
+    }
+    *j = (struct create_job){ .m = m, .req = req, .vm = vm };
+    r = manager_run_job(m, create_work, create_done, j);
+    if (r < 0) {
+        reply_error(req, 500, "cannot start worker: %s", strerror(-r));
+        goto fail;
+    }
+    goto out;
+fail:
+    free(j);
+    if (vm) {
+        manager_remove(m, vm);
+        vm_free(vm);
+    }
+out:
+    json_decref(body);
+}
+
+/* ---- DELETE /v1/sandboxes/{id} ---- */
+
+struct kill_job {
+    struct manager *m;
+    struct evhttp_request *req;
+    struct vm *vm;
+    int r;
+};
+
+static void kill_work(void *p)
+{
+    struct kill_job *j = p;
+    j->r = vm_destroy(&j->m->host, j->vm);
+}
+
+static void kill_done(void *p)
+{
+    struct kill_job *j = p;
+
+    manager_remove(j->m, j->vm);
+    log_sandbox_info(j->vm->id, "killed");
+    if (j->r < 0) {
+        reply_error(j->req, 500, "sandbox stopped but cleanup failed: %s", strerror(-j->r));
+    } else {
+        evhttp_send_reply(j->req, 204, NULL, NULL);
+    }
+    if (j->vm->busy == 0) {
+        vm_free(j->vm);
+    }
+    free(j);
+}
+
+static void handle_kill(struct manager *m, struct evhttp_request *req, struct vm *vm)
+{
+    struct kill_job *j;
+
+    if (vm->state == VM_CREATING) {
+        reply_error(req, 409, "sandbox '%s' is still being created", vm->id);
+        return;
+    }
+    if (vm->state != VM_RUNNING) {
+        reply_error(req, 404, "sandbox '%s' not found", vm->id);
+        return;
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        reply_error(req, 500, "out of memory");
+        return;
+    }
+    *j = (struct kill_job){ .m = m, .req = req, .vm = vm };
+    vm->state = VM_KILLING;
+    if (manager_run_job(m, kill_work, kill_done, j) < 0) {
+        vm->state = VM_RUNNING;
+        free(j);
+        reply_error(req, 500, "cannot start worker");
+    }
+}
+
+/* ---- POST /v1/sandboxes/{id}/exec ---- */
+
+struct exec_job {
+    struct manager *m;
+    struct evhttp_request *req;
+    struct vm *vm;
+    json_t *body; /* owns the strings req points to */
+    const char **args, **env;
+    struct vm_exec_request request;
+    struct vm_exec_result result;
+    int r;
+};
+
+static void exec_work(void *p)
+{
+    struct exec_job *j = p;
+    j->r = vm_exec(&j->m->host, j->vm, &j->request, &j->result);
+}
+
+static json_t *json_b64(const char *data, size_t len)
+{
+    char *buf = malloc(base64_encoded_len(len) + 1);
+    json_t *s;
+    if (!buf) {
+        return NULL;
+    }
+    base64_encode(data, len, buf);
+    s = json_string(buf);
+    free(buf);
+    return s;
+}
+
+static void exec_done(void *p)
+{
+    struct exec_job *j = p;
+    struct vm *vm = j->vm;
+
+    vm->busy--;
+    if (j->r == -ENOENT || vm->state != VM_RUNNING) {
+        reply_error(j->req, 404, "sandbox '%s' not found", vm->id);
+    } else if (j->r == -EINVAL) {
+        reply_error(j->req, 400, "%s", j->result.error ? j->result.error : "invalid command");
+    } else if (j->r == -ETIMEDOUT) {
+        reply_error(j->req, 504, "command did not finish in time");
+    } else if (j->r < 0) {
+        reply_error(j->req, 502, "agent error: %s%s%s", strerror(-j->r),
+                    j->result.error ? ": " : "", j->result.error ? j->result.error : "");
+    } else {
+        json_t *res = json_pack("{s:i, s:b, s:o, s:o}", "exit_code", j->result.exit_code,
+                                "exited", j->result.exited, "stdout_b64",
+                                json_b64(j->result.out, j->result.out_len), "stderr_b64",
+                                json_b64(j->result.err, j->result.err_len));
+        if (res && j->result.status) {
+            json_object_set_new(res, "status", json_string(j->result.status));
+        }
+        if (res && j->result.error) {
+            json_object_set_new(res, "error", json_string(j->result.error));
+        }
+        reply_json(j->req, res ? 200 : 500, res);
+    }
+    if (vm->state == VM_KILLED && vm->busy == 0) {
+        vm_free(vm); /* killed while we ran: the kill left the free to us */
+    }
+    vm_exec_result_release(&j->result);
+    json_decref(j->body);
+    free(j->args);
+    free(j->env);
+    free(j);
+}
+
+/* Collects a JSON array of strings into a NULL-terminated vector borrowing from the JSON. */
+static int string_vector(json_t *arr, const char ***ret)
+{
+    size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+    const char **v;
+
+    if (arr && !json_is_array(arr)) {
+        return -EINVAL;
+    }
+    v = calloc(n + 1, sizeof(*v));
+    if (!v) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        v[i] = json_string_value(json_array_get(arr, i));
+        if (!v[i] || strlen(v[i]) != json_string_length(json_array_get(arr, i))) {
+            free(v);
+            return -EINVAL; /* not a string, or one with an embedded NUL */
+        }
+    }
+    *ret = v;
+    return 0;
+}
+
+static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm *vm)
+{
+    struct exec_job *j = NULL;
+    json_t *body, *timeout, *env;
+    const char *key;
+    json_t *value;
+    size_t i = 0;
+
+    if (vm->state != VM_RUNNING) {
+        reply_error(req, vm->state == VM_CREATING ? 409 : 404, "sandbox '%s' is %s", vm->id,
+                    vm->state == VM_CREATING ? "still being created" : "not running");
+        return;
+    }
+    body = body_json(req);
+    if (!body) {
+        return;
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        reply_error(req, 500, "out of memory");
+        json_decref(body);
+        return;
+    }
+    *j = (struct exec_job){ .m = m, .req = req, .vm = vm, .body = body };
+    j->request.cmd = json_string_value(json_object_get(body, "cmd"));
+    if (!j->request.cmd || !*j->request.cmd) {
+        reply_error(req, 400, "'cmd' must be a non-empty string");
+        goto fail;
+    }
+    if (string_vector(json_object_get(body, "args"), &j->args) < 0) {
+        reply_error(req, 400, "'args' must be an array of strings");
+        goto fail;
+    }
+    j->request.args = j->args;
+    env = json_object_get(body, "env");
+    if (env && !json_is_object(env)) {
+        reply_error(req, 400, "'env' must be an object of strings");
+        goto fail;
+    }
+    j->env = calloc(json_object_size(env) + 1, sizeof(char *));
+    if (!j->env) {
+        reply_error(req, 500, "out of memory");
+        goto fail;
+    }
+    /* Each KEY=VALUE is stored back into the body so the body owns it. */
+    json_t *pairs = json_array();
+    json_object_set_new(body, "_pairs", pairs);
+    json_object_foreach(env, key, value)
+    {
+        char *kv = NULL;
+        if (!json_is_string(value) || !*key || strchr(key, '=') ||
+            asprintf(&kv, "%s=%s", key, json_string_value(value)) < 0) {
+            reply_error(req, 400, "'env' must map names (without '=') to strings");
+            goto fail;
+        }
+        json_array_append_new(pairs, json_string(kv));
+        free(kv);
+        j->env[i] = json_string_value(json_array_get(pairs, i));
+        i++;
+    }
+    j->request.env = j->env;
+    j->request.cwd = json_string_value(json_object_get(body, "cwd"));
+    j->request.user = json_string_value(json_object_get(body, "user"));
+    if (j->request.user && (!*j->request.user || strlen(j->request.user) > 64 ||
+                            strpbrk(j->request.user, ":\r\n"))) {
+        reply_error(req, 400, "invalid user name");
+        goto fail;
+    }
+    timeout = json_object_get(body, "timeout_ms");
+    if (timeout && (!json_is_integer(timeout) || json_integer_value(timeout) < 0)) {
+        reply_error(req, 400, "'timeout_ms' must be a non-negative integer");
+        goto fail;
+    }
+    j->request.timeout_ms = timeout ? (uint64_t)json_integer_value(timeout) : 0;
+
+    vm->busy++;
+    if (manager_run_job(m, exec_work, exec_done, j) < 0) {
+        vm->busy--;
+        reply_error(req, 500, "cannot start worker");
+        goto fail;
+    }
+    return;
+fail:
+    json_decref(j->body);
+    free(j->args);
+    free(j->env);
+    free(j);
+}
+
+/* ---- routing ---- */
+
+static void dispatch(struct evhttp_request *req, void *userdata)
+{
+    struct manager *m = userdata;
+    enum evhttp_cmd_type method = evhttp_request_get_command(req);
+    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    char id[SANDBOX_ID_LEN + 1];
+    const char *rest;
+
+    if (!path) {
+        reply_error(req, 400, "invalid request URI");
+        return;
+    }
+    if (m->stopping) {
+        reply_error(req, 503, "node is shutting down");
+        return;
+    }
+    if (strcmp(path, "/health") == 0 && method == EVHTTP_REQ_GET) {
+        handle_health(m, req);
+        return;
+    }
+    if (strcmp(path, "/v1/templates") == 0 && method == EVHTTP_REQ_GET) {
+        handle_templates(m, req);
+        return;
+    }
+    if (strcmp(path, "/v1/sandboxes") == 0) {
+        if (method == EVHTTP_REQ_POST) {
+            handle_create(m, req);
+        } else if (method == EVHTTP_REQ_GET) {
+            json_t *list = json_array();
+            for (size_t i = 0; i < m->n_vms; i++) {
+                json_array_append_new(list, vm_to_json(m->vms[i]));
+            }
+            reply_json(req, 200, json_pack("{s:o}", "sandboxes", list));
+        } else {
+            reply_error(req, 405, "method not allowed");
+        }
+        return;
+    }
+    if (strncmp(path, "/v1/sandboxes/", 14) == 0) {
+        const char *p = path + 14;
+        size_t n = strcspn(p, "/");
+        if (n != SANDBOX_ID_LEN) {
+            reply_error(req, 400, "invalid sandbox id '%.*s'", (int)MIN(n, (size_t)64), p);
+            return;
+        }
+        memcpy(id, p, n);
+        id[n] = '\0';
+        rest = p + n;
+        if (!sandbox_id_is_valid(id)) {
+            reply_error(req, 400, "invalid sandbox id '%s'", id);
+            return;
+        }
+        struct vm *vm = manager_find(m, id);
+        if (!vm) {
+            reply_error(req, 404, "sandbox '%s' not found", id);
+            return;
+        }
+        if (*rest == '\0' && method == EVHTTP_REQ_GET) {
+            reply_json(req, 200, vm_to_json(vm));
+        } else if (*rest == '\0' && method == EVHTTP_REQ_DELETE) {
+            handle_kill(m, req, vm);
+        } else if (strcmp(rest, "/exec") == 0 && method == EVHTTP_REQ_POST) {
+            handle_exec(m, req, vm);
+        } else {
+            reply_error(req, 404, "no route for %s", path);
+        }
+        return;
+    }
+    reply_error(req, 404, "no route for %s", path);
+}
+
+int http_api_register(struct manager *m)
+{
+    evhttp_set_max_body_size(m->http, HTTP_MAX_BODY);
+    evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(m->http, dispatch, m);
+    return 0;
+}

@@ -1,0 +1,35 @@
+#pragma once
+/*
+ * The per-sandbox network: a network namespace holding the tap the VMM
+ * opens. Every sandbox sees the same addresses (so snapshot clones need no
+ * re-addressing; e2b network/slot.go does the same):
+ *
+ *   guest eth0  169.254.0.2/30  MAC 02:00:00:00:00:02   (kernel ip= parameter)
+ *   tap0        169.254.0.1/30  MAC 02:00:00:00:00:01   (inside netns space-<id>)
+ *
+ * Only the host side of that namespace can reach the guest (the agent on
+ * :49983); the namespace has no route anywhere else, so the default is no
+ * network at all. Egress (veth to the gateway, nftables) comes with the
+ * egress issue; its per-slot addresses will come from the link-local pool.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+
+#define NETSLOT_GUEST_IP "169.254.0.2"
+#define NETSLOT_HOST_IP "169.254.0.1"
+#define NETSLOT_GUEST_MAC "02:00:00:00:00:02"
+#define NETSLOT_HOST_MAC "02:00:00:00:00:01"
+#define NETSLOT_TAP "tap0"
+/* Kernel ip= parameter for the guest: client::gateway:netmask:hostname:device:autoconf */
+#define NETSLOT_KERNEL_IP_ARG                                                                      \
+    "ip=" NETSLOT_GUEST_IP "::" NETSLOT_HOST_IP ":255.255.255.252:sandbox:eth0:off"
+
+#define NETSLOT_NETNS_PREFIX "space-"
+
+/* /run/netns/space-<id> into buf. */
+int netslot_netns_path(const char *id, char *buf, size_t n);
+/* Creates the namespace and its tap. Idempotent: an existing namespace is reused. */
+int netslot_create(const char *id);
+/* Deletes the namespace (and so the tap). Missing is success. */
+int netslot_destroy(const char *id);
+bool netslot_exists(const char *id);

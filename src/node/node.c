@@ -1,0 +1,282 @@
+/*
+ * space-node: the per-host daemon and the only root process. It supervises
+ * the VMs (runtime.h), their disks (clone.h) and networks (netslot.h), and
+ * serves the node HTTP API (http-api.c) on a Unix socket (and optionally on a
+ * loopback TCP port). One libevent loop; blocking work on worker threads
+ * (manager.c).
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/thread.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "basic/fd-util.h"
+#include "basic/fileio.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/parse-util.h"
+#include "node/clone.h"
+#include "node/manager.h"
+
+static const char *arg_data_dir = "/var/lib/space";
+static const char *arg_socket = "/run/space/node.sock";
+static const char *arg_listen = NULL;
+static const char *arg_runtime = "qemu";
+static enum runtime_accel arg_accel = RUNTIME_ACCEL_AUTO;
+static usec_t arg_ready_timeout = 60 * USEC_PER_SEC;
+static unsigned arg_max_sandboxes = 64;
+
+static void help(void)
+{
+    printf("usage: space-node [options]\n"
+           "  --data-dir DIR        state, templates and sandbox disks (default %s)\n"
+           "  --socket PATH         Unix socket of the node API (default %s)\n"
+           "  --listen IP:PORT      also serve the API on this TCP address\n"
+           "  --accel auto|kvm|tcg  force the accelerator (default: probe)\n"
+           "  --ready-timeout SEC   guest boot deadline (default 60)\n"
+           "  --max-sandboxes N     capacity of this node (default 64)\n"
+           "  --log-level LEVEL     debug, info, warning, error\n",
+           arg_data_dir, arg_socket);
+}
+
+static int parse_args(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "data-dir", required_argument, NULL, 'd' },
+        { "socket", required_argument, NULL, 's' },
+        { "listen", required_argument, NULL, 'l' },
+        { "accel", required_argument, NULL, 'a' },
+        { "ready-timeout", required_argument, NULL, 'r' },
+        { "max-sandboxes", required_argument, NULL, 'm' },
+        { "log-level", required_argument, NULL, 'L' },
+        { "help", no_argument, NULL, 'h' },
+        {},
+    };
+    int c, r;
+    uint32_t v;
+
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+        switch (c) {
+        case 'd':
+            arg_data_dir = optarg;
+            break;
+        case 's':
+            arg_socket = optarg;
+            break;
+        case 'l':
+            arg_listen = optarg;
+            break;
+        case 'a':
+            r = runtime_accel_from_string(optarg);
+            if (r < 0) {
+                return log_error_errno(r, "invalid --accel '%s'", optarg);
+            }
+            arg_accel = (enum runtime_accel)r;
+            break;
+        case 'r':
+            if (parse_u32(optarg, &v) < 0 || v == 0) {
+                return log_error_errno(-EINVAL, "invalid --ready-timeout '%s'", optarg);
+            }
+            arg_ready_timeout = v * USEC_PER_SEC;
+            break;
+        case 'm':
+            if (parse_u32(optarg, &arg_max_sandboxes) < 0) {
+                return log_error_errno(-EINVAL, "invalid --max-sandboxes '%s'", optarg);
+            }
+            break;
+        case 'L':
+            r = log_level_from_string(optarg);
+            if (r < 0) {
+                return log_error_errno(r, "invalid --log-level '%s'", optarg);
+            }
+            log_set_level((enum log_level)r);
+            break;
+        case 'h':
+            help();
+            return 0;
+        default:
+            return -EINVAL;
+        }
+    }
+    return 1;
+}
+
+static int listen_unix(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    char dir[PATH_MAX];
+    int fd, r;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        (void)mkdir_p(dir, 0755);
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    (void)unlink(path);
+    /* Root only for now: the socket is the node's whole authority. */
+    mode_t old = umask(0077);
+    r = NERRNO(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+    umask(old);
+    if (r >= 0) {
+        r = NERRNO(listen(fd, 128));
+    }
+    if (r < 0) {
+        close_safe(fd);
+        return r;
+    }
+    return fd;
+}
+
+/*
+ * The KVM probe boots a guest, which takes seconds when KVM is broken, so its
+ * answer is cached per (guest kernel, host kernel) in the data dir.
+ */
+static enum runtime_accel detect_accel(const char *kernel)
+{
+    char cache[PATH_MAX], key[512], *old = NULL;
+    struct utsname u;
+    struct stat st;
+    enum runtime_accel a;
+
+    if (arg_accel != RUNTIME_ACCEL_AUTO) {
+        log_info("accelerator forced to '%s'", runtime_accel_to_string(arg_accel));
+        return arg_accel;
+    }
+    if (stat(kernel, &st) < 0) {
+        log_info("no guest kernel at '%s' to probe KVM with, using tcg", kernel);
+        return RUNTIME_ACCEL_TCG;
+    }
+    uname(&u);
+    snprintf(key, sizeof(key), "%s %lld %lld %s", kernel, (long long)st.st_size,
+             (long long)st.st_mtime, u.release);
+    snprintf(cache, sizeof(cache), "%s/accel-probe", arg_data_dir);
+    if (read_file(cache, 4096, &old, NULL) >= 0) {
+        char *nl = strchr(old, '\n');
+        if (nl && strncmp(nl + 1, key, strlen(key)) == 0) {
+            *nl = '\0';
+            int cached = runtime_accel_from_string(old);
+            free(old);
+            if (cached > 0) {
+                log_info("accelerator: %s (cached probe result)",
+                         runtime_accel_to_string((enum runtime_accel)cached));
+                return (enum runtime_accel)cached;
+            }
+        } else {
+            free(old);
+        }
+    }
+    a = runtime_detect_accel(RUNTIME_ACCEL_AUTO, kernel);
+    log_info("accelerator: %s (%s)", runtime_accel_to_string(a),
+             a == RUNTIME_ACCEL_KVM ? "KVM runs an ordinary guest"
+                                    : "KVM missing or cannot run an ordinary guest; software "
+                                      "emulation");
+    char text[600];
+    snprintf(text, sizeof(text), "%s\n%s\n", runtime_accel_to_string(a), key);
+    (void)write_file_atomic(cache, text, strlen(text));
+    return a;
+}
+
+int main(int argc, char **argv)
+{
+    struct event_base *base = NULL;
+    struct manager *m = NULL;
+    char path[PATH_MAX];
+    int fd = -EBADF;
+    int r;
+
+    log_set_ident("space-node");
+    r = parse_args(argc, argv);
+    if (r <= 0) {
+        return r < 0 ? 2 : 0;
+    }
+    if (geteuid() != 0) {
+        log_error("space-node must run as root (it creates namespaces and taps)");
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    /* QEMU daemonizes; as subreaper we still reap it when it exits. */
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    snprintf(path, sizeof(path), "%s/sandboxes", arg_data_dir);
+    r = mkdir_p(path, 0700);
+    if (r < 0) {
+        log_error_errno(r, "cannot create '%s': %m", path);
+        return 1;
+    }
+    if (!clone_supported(arg_data_dir)) {
+        log_warning("'%s' has no reflink support: every sandbox disk will be a full copy",
+                    arg_data_dir);
+    }
+
+    struct vm_host host = {
+        .data_dir = arg_data_dir,
+        .runtime = runtime_find(arg_runtime),
+        .ready_timeout = arg_ready_timeout,
+    };
+    snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);
+    host.accel = detect_accel(path);
+
+    evthread_use_pthreads();
+    base = event_base_new();
+    if (!base) {
+        log_error("cannot create event loop");
+        return 1;
+    }
+    r = manager_new(base, &host, &m);
+    if (r < 0) {
+        log_error_errno(r, "cannot start: %m");
+        goto out;
+    }
+    m->max_sandboxes = arg_max_sandboxes;
+
+    fd = listen_unix(arg_socket);
+    if (fd < 0 || !evhttp_accept_socket_with_handle(m->http, fd)) {
+        r = log_error_errno(fd < 0 ? fd : -EIO, "cannot listen on '%s': %m", arg_socket);
+        goto out;
+    }
+    if (arg_listen) {
+        char ip[64];
+        uint32_t port;
+        const char *colon = strrchr(arg_listen, ':');
+        if (!colon || (size_t)(colon - arg_listen) >= sizeof(ip) ||
+            parse_u32(colon + 1, &port) < 0 || port > 65535) {
+            r = log_error_errno(-EINVAL, "invalid --listen '%s'", arg_listen);
+            goto out;
+        }
+        snprintf(ip, sizeof(ip), "%.*s", (int)(colon - arg_listen), arg_listen);
+        if (!evhttp_bind_socket_with_handle(m->http, ip, (uint16_t)port)) {
+            r = log_error_errno(-EADDRINUSE, "cannot listen on '%s'", arg_listen);
+            goto out;
+        }
+    }
+    log_info("ready: socket '%s', data '%s', runtime %s, accel %s, %zu sandboxes re-attached",
+             arg_socket, arg_data_dir, host.runtime->name, runtime_accel_to_string(host.accel),
+             m->n_vms);
+    event_base_dispatch(base);
+    r = 0;
+out:
+    (void)unlink(arg_socket);
+    manager_free(m);
+    event_base_free(base);
+    log_info("stopped");
+    return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,172 @@
+/*
+ * QMP client. The protocol is line-delimited JSON: a greeting, then one
+ * reply per command, with events interleaved at any time. Every read has a
+ * deadline so a wedged QEMU cannot hang a worker forever.
+ */
+#include "node/qmp.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "basic/fd-util.h"
+#include "basic/macro.h"
+#include "basic/strbuf.h"
+#include "shared/http-client.h"
+
+struct qmp {
+    int fd;
+    usec_t timeout;
+    struct strbuf in;
+};
+
+/* Reads one line into a new json object. */
+static int qmp_read(struct qmp *q, json_t **ret)
+{
+    usec_t deadline = now_monotonic() + q->timeout;
+
+    for (;;) {
+        char *nl = q->in.len ? memchr(q->in.buf, '\n', q->in.len) : NULL;
+        if (nl) {
+            json_error_t err;
+            size_t n = (size_t)(nl - q->in.buf) + 1;
+            json_t *j = json_loadb(q->in.buf, n, 0, &err);
+            strbuf_consume(&q->in, n);
+            if (!j || !json_is_object(j)) {
+                json_decref(j);
+                return -EPROTO;
+            }
+            *ret = j;
+            return 0;
+        }
+        usec_t now = now_monotonic();
+        if (now >= deadline) {
+            return -ETIMEDOUT;
+        }
+        struct pollfd p = { .fd = q->fd, .events = POLLIN };
+        int k = poll(&p, 1, (int)((deadline - now) / 1000 + 1));
+        if (k < 0 && errno != EINTR) {
+            return -errno;
+        }
+        if (k <= 0) {
+            continue;
+        }
+        char buf[4096];
+        ssize_t n = read(q->fd, buf, sizeof(buf));
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) {
+                continue;
+            }
+            return -errno;
+        }
+        if (n == 0) {
+            return -ECONNRESET;
+        }
+        if (strbuf_append(&q->in, buf, (size_t)n) < 0) {
+            return -EPROTO;
+        }
+    }
+}
+
+int qmp_execute(struct qmp *q, const char *command, json_t *args, json_t **ret_return)
+{
+    json_t *req = NULL, *reply = NULL;
+    char *text = NULL;
+    int r;
+
+    req = json_pack("{s:s}", "execute", command);
+    if (!req) {
+        json_decref(args);
+        return -ENOMEM;
+    }
+    if (args) {
+        json_object_set_new(req, "arguments", args);
+    }
+    text = json_dumps(req, JSON_COMPACT);
+    if (!text) {
+        r = -ENOMEM;
+        goto out;
+    }
+    r = write_all(q->fd, text, strlen(text));
+    if (r >= 0) {
+        r = write_all(q->fd, "\n", 1);
+    }
+    if (r < 0) {
+        goto out;
+    }
+    for (;;) {
+        r = qmp_read(q, &reply);
+        if (r < 0) {
+            goto out;
+        }
+        if (json_object_get(reply, "event")) {
+            reply = (json_decref(reply), NULL);
+            continue;
+        }
+        break;
+    }
+    if (json_object_get(reply, "error")) {
+        r = -EIO;
+        goto out;
+    }
+    if (ret_return) {
+        json_t *ret = json_object_get(reply, "return");
+        *ret_return = json_incref(ret ? ret : json_null());
+    }
+    r = 0;
+out:
+    free(text);
+    json_decref(req);
+    json_decref(reply);
+    return r;
+}
+
+int qmp_open(const char *socket_path, usec_t timeout, struct qmp **ret)
+{
+    struct qmp *q = NULL;
+    json_t *greeting = NULL;
+    int r;
+
+    q = calloc(1, sizeof(*q));
+    if (!q) {
+        return -ENOMEM;
+    }
+    q->fd = -EBADF;
+    q->timeout = timeout;
+    strbuf_init(&q->in, QMP_MAX_LINE);
+    r = http_connect_unix(socket_path, &q->fd);
+    if (r < 0) {
+        goto fail;
+    }
+    r = qmp_read(q, &greeting);
+    if (r < 0) {
+        goto fail;
+    }
+    if (!json_object_get(greeting, "QMP")) {
+        r = -EPROTO;
+        goto fail;
+    }
+    r = qmp_execute(q, "qmp_capabilities", NULL, NULL);
+    if (r < 0) {
+        goto fail;
+    }
+    json_decref(greeting);
+    *ret = q;
+    return 0;
+fail:
+    json_decref(greeting);
+    qmp_close(q);
+    return r;
+}
+
+struct qmp *qmp_close(struct qmp *q)
+{
+    if (q) {
+        close_safe(q->fd);
+        strbuf_release(&q->in);
+        free(q);
+    }
+    return NULL;
+}

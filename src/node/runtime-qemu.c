@@ -1,0 +1,444 @@
+/*
+ * The `qemu` runtime: QEMU's microvm machine booting our PVH vmlinux with
+ * virtio-mmio devices given on the kernel command line (acpi=off), driven
+ * over QMP. KVM where it can run an ordinary guest, TCG otherwise
+ * (runtime_detect_accel()).
+ *
+ * QEMU is started with -daemonize: the process we spawn exits once QEMU is
+ * fully initialised (QMP socket listening), with QEMU's own error on stderr
+ * otherwise. The daemon itself is re-parented to space-node (a child
+ * subreaper), and survives a crash of space-node so a restarted node can
+ * re-attach by pidfile (attach()). We hold a pidfd, never a bare pid, so a
+ * recycled pid can never be signalled.
+ *
+ * Per sandbox dir: qemu.pid, qmp.sock, console.log (serial), qemu.log (stderr).
+ */
+#include "node/runtime.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/pidfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "basic/fd-util.h"
+#include "basic/fileio.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/parse-util.h"
+#include "node/qmp.h"
+#include "shared/http-client.h"
+#include "shared/spawn.h"
+
+#define QMP_TIMEOUT (5 * USEC_PER_SEC)
+#define QEMU_BINARY "qemu-system-x86_64"
+
+struct qemu_vm {
+    struct runtime_vm base;
+    pid_t pid;
+    int pidfd;
+    char dir[PATH_MAX];
+    char netns_path[PATH_MAX];
+    char guest_ip[INET_ADDRSTRLEN];
+};
+
+static int path_in(char *buf, size_t n, const char *dir, const char *name)
+{
+    return snprintf(buf, n, "%s/%s", dir, name) >= (int)n ? -ENAMETOOLONG : 0;
+}
+
+/* Host TSC frequency in kHz, for tsc_early_khz= under TCG (guest-on-this-machine.md §1). */
+static unsigned long host_tsc_khz(void)
+{
+    char *text = NULL;
+    unsigned long khz = 0;
+
+    if (read_file("/proc/cpuinfo", 1 << 20, &text, NULL) < 0) {
+        return 0;
+    }
+    char *p = strstr(text, "cpu MHz");
+    if (p && (p = strchr(p, ':'))) {
+        unsigned long mhz = 0, frac = 0;
+        if (sscanf(p + 1, " %lu.%3lu", &mhz, &frac) >= 1) {
+            khz = mhz * 1000 + frac;
+        }
+    }
+    free(text);
+    return khz;
+}
+
+static int qemu_vm_new(const struct runtime_config *cfg, struct qemu_vm **ret)
+{
+    struct qemu_vm *vm = calloc(1, sizeof(*vm));
+    if (!vm) {
+        return -ENOMEM;
+    }
+    vm->base.ops = &runtime_qemu_ops;
+    vm->pidfd = -EBADF;
+    if (snprintf(vm->dir, sizeof(vm->dir), "%s", cfg->dir) >= (int)sizeof(vm->dir) ||
+        snprintf(vm->netns_path, sizeof(vm->netns_path), "%s", cfg->netns_path) >=
+            (int)sizeof(vm->netns_path) ||
+        snprintf(vm->guest_ip, sizeof(vm->guest_ip), "%s", cfg->guest_ip) >=
+            (int)sizeof(vm->guest_ip)) {
+        free(vm);
+        return -ENAMETOOLONG;
+    }
+    *ret = vm;
+    return 0;
+}
+
+/* Reads the pidfile and opens a pidfd, checking the process is the QEMU of this dir. */
+static int qemu_vm_open_pid(struct qemu_vm *vm)
+{
+    char path[PATH_MAX], *text = NULL, *cmdline = NULL;
+    uint32_t pid;
+    size_t len;
+    int r;
+
+    r = path_in(path, sizeof(path), vm->dir, "qemu.pid");
+    if (r < 0) {
+        return r;
+    }
+    r = read_file(path, 64, &text, NULL);
+    if (r < 0) {
+        return r;
+    }
+    text[strcspn(text, "\n")] = '\0';
+    r = parse_u32(text, &pid);
+    free(text);
+    if (r < 0 || pid < 2 || pid > INT_MAX) {
+        return -EINVAL;
+    }
+    vm->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    if (vm->pidfd < 0) {
+        return -errno;
+    }
+    /* The pid could have been recycled: the command line must name our dir. */
+    snprintf(path, sizeof(path), "/proc/%u/cmdline", pid);
+    r = read_file(path, 1 << 16, &cmdline, &len);
+    if (r < 0) {
+        return r;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (cmdline[i] == '\0') {
+            cmdline[i] = ' ';
+        }
+    }
+    r = strstr(cmdline, vm->dir) ? 0 : -ESRCH;
+    free(cmdline);
+    if (r < 0) {
+        vm->pidfd = close_safe(vm->pidfd);
+        return r;
+    }
+    vm->pid = (pid_t)pid;
+    return 0;
+}
+
+static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
+{
+    char machine[256], memory[32], smp[16], append[2048], console[PATH_MAX + 64],
+        pidfile[PATH_MAX], qmp[PATH_MAX + 64], drive[PATH_MAX + 64], netdev[128], netdevice[128],
+        logpath[PATH_MAX];
+    struct qemu_vm *vm = NULL;
+    int netns_fd = -EBADF, log_fd = -EBADF;
+    pid_t pid;
+    int r;
+
+    r = qemu_vm_new(cfg, &vm);
+    if (r < 0) {
+        return r;
+    }
+    unsigned long tsc = cfg->accel == RUNTIME_ACCEL_TCG ? host_tsc_khz() : 0;
+    char tsc_args[96] = "";
+    if (tsc > 0) {
+        /* PIT calibration of the TSC is unreliable under TCG: tell the guest the rate. */
+        snprintf(tsc_args, sizeof(tsc_args), " tsc_early_khz=%lu tsc=reliable", tsc);
+    }
+    /* microvm with acpi=off: QEMU appends virtio_mmio.device= entries itself. */
+    snprintf(machine, sizeof(machine), "microvm,x-option-roms=off,rtc=on,isa-serial=on,acpi=off");
+    snprintf(memory, sizeof(memory), "%u", cfg->memory_mib);
+    snprintf(smp, sizeof(smp), "%u", cfg->vcpus);
+    if (snprintf(append, sizeof(append),
+                 "console=ttyS0 quiet reboot=k panic=-1 root=/dev/vda rw rootfstype=ext4 "
+                 "init=/usr/local/sbin/space-agent%s %s",
+                 tsc_args, cfg->kernel_args ? cfg->kernel_args : "") >= (int)sizeof(append) ||
+        snprintf(console, sizeof(console), "file,id=ser0,path=%s/console.log", cfg->dir) >=
+            (int)sizeof(console) ||
+        snprintf(qmp, sizeof(qmp), "unix:%s/qmp.sock,server=on,wait=off", cfg->dir) >=
+            (int)sizeof(qmp) ||
+        snprintf(drive, sizeof(drive), "id=root,file=%s,format=raw,if=none,cache=unsafe",
+                 cfg->rootfs) >= (int)sizeof(drive) ||
+        path_in(pidfile, sizeof(pidfile), cfg->dir, "qemu.pid") < 0 ||
+        path_in(logpath, sizeof(logpath), cfg->dir, "qemu.log") < 0) {
+        r = -ENAMETOOLONG;
+        goto fail;
+    }
+    snprintf(netdev, sizeof(netdev), "tap,id=n0,ifname=%s,script=no,downscript=no,vhost=off",
+             cfg->tap);
+    snprintf(netdevice, sizeof(netdevice), "virtio-net-device,netdev=n0,mac=%s", cfg->mac);
+
+    const char *argv[] = {
+        QEMU_BINARY, "-name", cfg->id, "-M", machine,
+        "-accel", cfg->accel == RUNTIME_ACCEL_KVM ? "kvm" : "tcg",
+        "-cpu", cfg->accel == RUNTIME_ACCEL_KVM ? "host" : "qemu64",
+        "-m", memory, "-smp", smp,
+        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        "-chardev", console, "-serial", "chardev:ser0",
+        "-qmp", qmp,
+        "-kernel", cfg->kernel, "-append", append,
+        "-drive", drive, "-device", "virtio-blk-device,drive=root",
+        "-netdev", netdev, "-device", netdevice,
+        "-device", "virtio-rng-device",
+        "-daemonize", "-pidfile", pidfile,
+        NULL,
+    };
+
+    netns_fd = open(cfg->netns_path, O_RDONLY | O_CLOEXEC);
+    if (netns_fd < 0) {
+        r = -errno;
+        goto fail;
+    }
+    log_fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (log_fd < 0) {
+        r = -errno;
+        goto fail;
+    }
+    struct spawn_opts opts = {
+        .argv = argv, .stdin_fd = -1, .stdout_fd = log_fd, .stderr_fd = log_fd,
+        .netns_fd = netns_fd, .new_session = true,
+    };
+    r = spawn_start(&opts, &pid);
+    if (r < 0) {
+        goto fail;
+    }
+    r = spawn_wait(pid);
+    if (r != 0) {
+        r = r > 0 ? -EIO : r; /* QEMU said why in qemu.log */
+        goto fail;
+    }
+    r = qemu_vm_open_pid(vm);
+    if (r < 0) {
+        goto fail;
+    }
+    close_safe(netns_fd);
+    close_safe(log_fd);
+    *ret = &vm->base;
+    return 0;
+fail:
+    close_safe(netns_fd);
+    close_safe(log_fd);
+    free(vm);
+    return r;
+}
+
+static int qemu_attach(const struct runtime_config *cfg, struct runtime_vm **ret)
+{
+    struct qemu_vm *vm = NULL;
+    int r = qemu_vm_new(cfg, &vm);
+    if (r < 0) {
+        return r;
+    }
+    r = qemu_vm_open_pid(vm);
+    if (r < 0) {
+        free(vm);
+        return r;
+    }
+    *ret = &vm->base;
+    return 0;
+}
+
+static int qemu_command(struct qemu_vm *vm, const char *command)
+{
+    char path[PATH_MAX];
+    struct qmp *q = NULL;
+    int r = path_in(path, sizeof(path), vm->dir, "qmp.sock");
+    if (r < 0) {
+        return r;
+    }
+    r = qmp_open(path, QMP_TIMEOUT, &q);
+    if (r < 0) {
+        return r;
+    }
+    r = qmp_execute(q, command, NULL, NULL);
+    qmp_close(q);
+    return r;
+}
+
+static int qemu_pause(struct runtime_vm *base)
+{
+    return qemu_command((struct qemu_vm *)base, "stop");
+}
+
+static int qemu_resume(struct runtime_vm *base)
+{
+    return qemu_command((struct qemu_vm *)base, "cont");
+}
+
+static int qemu_snapshot(struct runtime_vm *base, const char *dir)
+{
+    return -EOPNOTSUPP;
+}
+
+static int qemu_restore(const struct runtime_config *cfg, const char *dir, struct runtime_vm **ret)
+{
+    return -EOPNOTSUPP;
+}
+
+/* Waits until the process behind pidfd has exited, up to timeout. */
+static bool wait_exit(int pidfd, usec_t timeout)
+{
+    struct pollfd p = { .fd = pidfd, .events = POLLIN };
+    usec_t deadline = now_monotonic() + timeout;
+    for (;;) {
+        usec_t now = now_monotonic();
+        int k = poll(&p, 1, now >= deadline ? 0 : (int)((deadline - now) / 1000 + 1));
+        if (k > 0) {
+            return true;
+        }
+        if (k == 0 || errno != EINTR) {
+            return false;
+        }
+    }
+}
+
+static int qemu_stop(struct runtime_vm *base)
+{
+    struct qemu_vm *vm = (struct qemu_vm *)base;
+
+    if (vm->pidfd < 0) {
+        return 0;
+    }
+    /* No graceful guest shutdown: the disk is thrown away, so SIGKILL is both
+     * safe and fastest. QEMU holds no host state that a kill would leak. */
+    if (syscall(SYS_pidfd_send_signal, vm->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH) {
+        return -errno;
+    }
+    if (!wait_exit(vm->pidfd, 10 * USEC_PER_SEC)) {
+        return -ETIMEDOUT;
+    }
+    /* Reap it if it is our child (we are its subreaper); ECHILD after a node restart is fine. */
+    (void)waitpid(vm->pid, NULL, WNOHANG);
+    vm->pidfd = close_safe(vm->pidfd);
+    return 0;
+}
+
+static bool qemu_alive(struct runtime_vm *base)
+{
+    struct qemu_vm *vm = (struct qemu_vm *)base;
+    return vm->pidfd >= 0 && !wait_exit(vm->pidfd, 0);
+}
+
+static pid_t qemu_pid(struct runtime_vm *base)
+{
+    return ((struct qemu_vm *)base)->pid;
+}
+
+/*
+ * The agent listens on the guest's address inside the sandbox's netns only.
+ * setns() switches just this thread; the socket stays bound to the netns it
+ * was created in after we switch back, so connect() and all I/O happen from
+ * our own namespace.
+ */
+static int qemu_connect(struct runtime_vm *base, uint16_t port, usec_t timeout, int *ret_fd)
+{
+    struct qemu_vm *vm = (struct qemu_vm *)base;
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+    int self_ns = -EBADF, target_ns = -EBADF, fd = -EBADF;
+    int r;
+
+    if (inet_pton(AF_INET, vm->guest_ip, &sa.sin_addr) != 1) {
+        return -EINVAL;
+    }
+    self_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    target_ns = open(vm->netns_path, O_RDONLY | O_CLOEXEC);
+    if (self_ns < 0 || target_ns < 0) {
+        r = -errno;
+        goto out;
+    }
+    r = NERRNO(setns(target_ns, CLONE_NEWNET));
+    if (r < 0) {
+        goto out;
+    }
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    r = fd < 0 ? -errno : 0;
+    /* Going back must not fail silently: this thread would stay in the sandbox's netns. */
+    if (setns(self_ns, CLONE_NEWNET) < 0) {
+        abort();
+    }
+    if (r < 0) {
+        goto out;
+    }
+    r = http_connect_fd(fd, (struct sockaddr *)&sa, sizeof(sa), timeout);
+    if (r < 0) {
+        goto out;
+    }
+    *ret_fd = TAKE_FD(fd);
+out:
+    close_safe(fd);
+    close_safe(self_ns);
+    close_safe(target_ns);
+    return r;
+}
+
+static void qemu_free(struct runtime_vm *base)
+{
+    struct qemu_vm *vm = (struct qemu_vm *)base;
+    close_safe(vm->pidfd);
+    free(vm);
+}
+
+const struct runtime_ops runtime_qemu_ops = {
+    .name = "qemu",
+    .boot = qemu_boot,
+    .attach = qemu_attach,
+    .pause = qemu_pause,
+    .resume = qemu_resume,
+    .snapshot = qemu_snapshot,
+    .restore = qemu_restore,
+    .stop = qemu_stop,
+    .connect = qemu_connect,
+    .alive = qemu_alive,
+    .pid = qemu_pid,
+    .free = qemu_free,
+};
+
+enum runtime_accel runtime_detect_accel(enum runtime_accel want, const char *kernel)
+{
+    char *out = NULL;
+    int fd;
+
+    if (want != RUNTIME_ACCEL_AUTO) {
+        return want;
+    }
+    fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        return RUNTIME_ACCEL_TCG;
+    }
+    close(fd);
+    /*
+     * /dev/kvm can exist and still be unable to run an ordinary guest (PVM
+     * hosts). Boot the guest kernel without a root disk: a working KVM gets as
+     * far as the root-mount panic within seconds; a broken one reports a KVM
+     * internal error or hangs until the timeout.
+     */
+    const char *argv[] = {
+        "timeout", "20", QEMU_BINARY, "-M", "microvm,x-option-roms=off,rtc=on,isa-serial=on,acpi=off",
+        "-accel", "kvm", "-cpu", "host", "-m", "128", "-smp", "1", "-nodefaults",
+        "-no-user-config", "-display", "none", "-no-reboot", "-serial", "stdio",
+        "-kernel", kernel, "-append", "console=ttyS0 panic=-1 reboot=k", NULL,
+    };
+    (void)spawn_run(argv, -1, NULL, &out, 1 << 20);
+    bool ok = out && (strstr(out, "VFS: Unable to mount root") || strstr(out, "Kernel panic"));
+    free(out);
+    return ok ? RUNTIME_ACCEL_KVM : RUNTIME_ACCEL_TCG;
+}

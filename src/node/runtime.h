@@ -1,0 +1,90 @@
+#pragma once
+/*
+ * The runtime seam (architecture.md "Runtimes", style.md R16): how a VMM is
+ * driven. Callers use the runtime_*() wrappers, never the ops table. Every
+ * verb is blocking and is called from a worker thread, never from the event
+ * loop. Verbs a runtime cannot do return -EOPNOTSUPP.
+ *
+ * Implementations: runtime-qemu.c (QEMU microvm over QMP, KVM or TCG).
+ * Firecracker comes later behind the same ops.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "basic/time-util.h"
+
+struct runtime_ops;
+
+/* Every runtime's VM handle embeds this as its first member. */
+struct runtime_vm {
+    const struct runtime_ops *ops;
+};
+
+enum runtime_accel { RUNTIME_ACCEL_AUTO, RUNTIME_ACCEL_KVM, RUNTIME_ACCEL_TCG };
+
+const char *runtime_accel_to_string(enum runtime_accel a);
+int runtime_accel_from_string(const char *s);
+
+/* Everything a runtime needs to boot one sandbox. Strings are borrowed for the call. */
+struct runtime_config {
+    const char *id;          /* validated sandbox id */
+    const char *dir;         /* the sandbox's private directory (sockets, logs, pidfile) */
+    const char *kernel;      /* uncompressed vmlinux (PVH) */
+    const char *rootfs;      /* this sandbox's copy-on-write disk */
+    const char *netns_path;  /* /run/netns/... the VMM joins; its tap is `tap` */
+    const char *tap;
+    const char *mac;
+    const char *guest_ip;    /* the agent's address, reachable only inside netns */
+    const char *kernel_args; /* appended to the runtime's own command line */
+    unsigned vcpus;
+    unsigned memory_mib;
+    enum runtime_accel accel; /* resolved: KVM or TCG, never AUTO */
+};
+
+struct runtime_ops {
+    const char *name;
+    /* Starts the VM; returns once the VMM is up (not the guest). */
+    int (*boot)(const struct runtime_config *cfg, struct runtime_vm **ret);
+    /* Re-attaches to a VM a previous node process started (after a crash). */
+    int (*attach)(const struct runtime_config *cfg, struct runtime_vm **ret);
+    int (*pause)(struct runtime_vm *vm);
+    int (*resume)(struct runtime_vm *vm);
+    int (*snapshot)(struct runtime_vm *vm, const char *dir);
+    int (*restore)(const struct runtime_config *cfg, const char *dir, struct runtime_vm **ret);
+    /* Stops the VMM for good and waits until its process is gone. */
+    int (*stop)(struct runtime_vm *vm);
+    /* Opens a TCP connection to a guest port over the sandbox's private link. */
+    int (*connect)(struct runtime_vm *vm, uint16_t port, usec_t timeout, int *ret_fd);
+    /* True while the VMM process exists. */
+    bool (*alive)(struct runtime_vm *vm);
+    pid_t (*pid)(struct runtime_vm *vm);
+    void (*free)(struct runtime_vm *vm);
+};
+
+extern const struct runtime_ops runtime_qemu_ops;
+
+/* Returns the runtime called name, or NULL. */
+const struct runtime_ops *runtime_find(const char *name);
+
+int runtime_boot(const struct runtime_ops *ops, const struct runtime_config *cfg,
+                 struct runtime_vm **ret);
+int runtime_attach(const struct runtime_ops *ops, const struct runtime_config *cfg,
+                   struct runtime_vm **ret);
+int runtime_pause(struct runtime_vm *vm);
+int runtime_resume(struct runtime_vm *vm);
+int runtime_snapshot(struct runtime_vm *vm, const char *dir);
+int runtime_stop(struct runtime_vm *vm);
+int runtime_connect(struct runtime_vm *vm, uint16_t port, usec_t timeout, int *ret_fd);
+bool runtime_alive(struct runtime_vm *vm);
+pid_t runtime_pid(struct runtime_vm *vm);
+/* NULL-safe; returns NULL. Does not stop the VM. */
+struct runtime_vm *runtime_vm_free(struct runtime_vm *vm);
+
+/*
+ * Decides KVM or TCG once per node start: KVM only when /dev/kvm exists and a
+ * probe boot of `kernel` under KVM gets past early boot (hosts whose KVM can
+ * only run paravirtualised guests fail the probe). The result is logged by
+ * the caller. `want` other than AUTO forces the answer without probing.
+ */
+enum runtime_accel runtime_detect_accel(enum runtime_accel want, const char *kernel);

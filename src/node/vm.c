@@ -1,0 +1,674 @@
+/*
+ * Sandbox create / destroy / exec on this host; see vm.h for the state
+ * machine and the crash-recovery argument. Layout of a sandbox directory:
+ *
+ *   <data>/sandboxes/<id>/sandbox.json   durable record (written first)
+ *                         rootfs.ext4    copy-on-write clone of the template
+ *                         console.log    serial console
+ *                         qemu.*         runtime files (runtime-qemu.c)
+ *
+ * The directory is created before any other resource and removed after all
+ * of them, so a resource without a directory cannot exist.
+ */
+#include "node/vm.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/base64.h"
+#include "basic/fd-util.h"
+#include "basic/fileio.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/strbuf.h"
+#include "node/clone.h"
+#include "node/netslot.h"
+#include "shared/connect.h"
+#include "shared/http-client.h"
+
+static const char *const state_names[_VM_STATE_MAX] = {
+    [VM_CREATING] = "creating",
+    [VM_RUNNING] = "running",
+    [VM_KILLING] = "killing",
+    [VM_KILLED] = "killed",
+};
+
+const char *vm_state_to_string(enum vm_state s)
+{
+    return s >= 0 && s < _VM_STATE_MAX ? state_names[s] : "invalid";
+}
+
+enum vm_state vm_state_from_string(const char *s)
+{
+    for (int i = 0; i < _VM_STATE_MAX; i++) {
+        if (strcmp(s, state_names[i]) == 0) {
+            return (enum vm_state)i;
+        }
+    }
+    return _VM_STATE_INVALID;
+}
+
+int vm_new(const char *template_name, unsigned vcpus, unsigned memory_mib, struct vm **ret)
+{
+    struct vm *vm;
+    int r;
+
+    if (!template_name_is_valid(template_name)) {
+        return -EINVAL;
+    }
+    vm = calloc(1, sizeof(*vm));
+    if (!vm) {
+        return -ENOMEM;
+    }
+    r = sandbox_id_new(vm->id);
+    if (r < 0) {
+        free(vm);
+        return r;
+    }
+    snprintf(vm->template_name, sizeof(vm->template_name), "%s", template_name);
+    vm->vcpus = vcpus;
+    vm->memory_mib = memory_mib;
+    vm->created_at = now_realtime();
+    vm->state = VM_CREATING;
+    *ret = vm;
+    return 0;
+}
+
+struct vm *vm_free(struct vm *vm)
+{
+    if (vm) {
+        runtime_vm_free(vm->rt);
+        free(vm);
+    }
+    return NULL;
+}
+
+static int vm_dir(const struct vm_host *host, const char *id, char *buf, size_t n)
+{
+    if (!sandbox_id_is_valid(id)) {
+        return -EINVAL;
+    }
+    return snprintf(buf, n, "%s/sandboxes/%s", host->data_dir, id) >= (int)n ? -ENAMETOOLONG : 0;
+}
+
+int vm_template_dir(const struct vm_host *host, const char *name, char *buf, size_t n)
+{
+    char path[PATH_MAX];
+
+    if (!template_name_is_valid(name)) {
+        return -EINVAL;
+    }
+    if (snprintf(buf, n, "%s/templates/%s", host->data_dir, name) >= (int)n ||
+        snprintf(path, sizeof(path), "%s/template.json", buf) >= (int)sizeof(path)) {
+        return -ENAMETOOLONG;
+    }
+    return access(path, R_OK) < 0 ? -ENOENT : 0;
+}
+
+int vm_save(const struct vm_host *host, const struct vm *vm)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 16];
+    json_t *j;
+    char *text;
+    int r;
+
+    r = vm_dir(host, vm->id, dir, sizeof(dir));
+    if (r < 0) {
+        return r;
+    }
+    snprintf(path, sizeof(path), "%s/sandbox.json", dir);
+    j = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "id", vm->id, "template", vm->template_name,
+                  "vcpus", (int)vm->vcpus, "memory_mib", (int)vm->memory_mib, "created_at",
+                  (json_int_t)vm->created_at, "state", vm_state_to_string(vm->state));
+    text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text) {
+        return -ENOMEM;
+    }
+    r = write_file_atomic(path, text, strlen(text));
+    free(text);
+    return r;
+}
+
+/* Fills a runtime config whose strings live in the caller's buffers. */
+struct vm_paths {
+    char dir[PATH_MAX];
+    char kernel[PATH_MAX + 16];
+    char rootfs[PATH_MAX + 16];
+    char netns[PATH_MAX];
+};
+
+static int vm_runtime_config(const struct vm_host *host, const struct vm *vm, struct vm_paths *p,
+                             struct runtime_config *cfg)
+{
+    char tdir[PATH_MAX];
+    int r;
+
+    r = vm_dir(host, vm->id, p->dir, sizeof(p->dir));
+    if (r < 0) {
+        return r;
+    }
+    r = netslot_netns_path(vm->id, p->netns, sizeof(p->netns));
+    if (r < 0) {
+        return r;
+    }
+    r = vm_template_dir(host, vm->template_name, tdir, sizeof(tdir));
+    if (r < 0) {
+        return r;
+    }
+    snprintf(p->kernel, sizeof(p->kernel), "%s/vmlinux", tdir);
+    snprintf(p->rootfs, sizeof(p->rootfs), "%s/rootfs.ext4", p->dir);
+    *cfg = (struct runtime_config){
+        .id = vm->id, .dir = p->dir, .kernel = p->kernel, .rootfs = p->rootfs,
+        .netns_path = p->netns, .tap = NETSLOT_TAP, .mac = NETSLOT_GUEST_MAC,
+        .guest_ip = NETSLOT_GUEST_IP, .kernel_args = NETSLOT_KERNEL_IP_ARG,
+        .vcpus = vm->vcpus, .memory_mib = vm->memory_mib, .accel = host->accel,
+    };
+    return 0;
+}
+
+/* Last `max` bytes of a file, for error messages (the serial console, qemu's stderr). */
+static char *file_tail(const char *dir, const char *name, size_t max)
+{
+    char path[PATH_MAX + 64], *data = NULL;
+    size_t len;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (read_file(path, 64u << 20, &data, &len) < 0) {
+        return strdup("");
+    }
+    if (len > max) {
+        memmove(data, data + len - max, max + 1);
+    }
+    return data;
+}
+
+/* One GET /health against the agent; 0 when it answered 2xx. */
+static int vm_probe_agent(struct vm *vm, usec_t timeout)
+{
+    struct http_request req = { .method = "GET", .path = "/health" };
+    int fd = -EBADF, status = 0;
+    int r;
+
+    r = runtime_connect(vm->rt, AGENT_PORT, timeout, &fd);
+    if (r < 0) {
+        return r;
+    }
+    r = http_client_request(fd, &req, now_monotonic() + 2 * USEC_PER_SEC, &status, NULL, NULL,
+                            NULL);
+    close_safe(fd);
+    if (r < 0) {
+        return r;
+    }
+    return status >= 200 && status < 300 ? 0 : -EPROTO;
+}
+
+static int vm_wait_ready(const struct vm_host *host, struct vm *vm)
+{
+    usec_t deadline = now_monotonic() + host->ready_timeout;
+
+    for (;;) {
+        if (!runtime_alive(vm->rt)) {
+            return -ECHILD;
+        }
+        if (vm_probe_agent(vm, 50 * USEC_PER_MSEC) == 0) {
+            return 0;
+        }
+        if (now_monotonic() >= deadline) {
+            return -ETIMEDOUT;
+        }
+        sleep_usec(20 * USEC_PER_MSEC);
+    }
+}
+
+int vm_create(const struct vm_host *host, struct vm *vm, char **ret_error)
+{
+    struct runtime_config cfg;
+    struct vm_paths p = { .dir = "" };
+    char tdir[PATH_MAX], src[PATH_MAX + 16];
+    const char *step = "prepare";
+    bool reflinked = false;
+    usec_t t0 = now_monotonic(), t;
+    int r;
+
+    r = vm_runtime_config(host, vm, &p, &cfg);
+    if (r < 0) {
+        goto fail;
+    }
+    step = "make sandbox directory";
+    r = mkdir_p(p.dir, 0700);
+    if (r >= 0) {
+        r = vm_save(host, vm);
+    }
+    if (r < 0) {
+        goto fail;
+    }
+
+    step = "clone root disk";
+    t = now_monotonic();
+    r = vm_template_dir(host, vm->template_name, tdir, sizeof(tdir));
+    if (r < 0) {
+        goto fail;
+    }
+    snprintf(src, sizeof(src), "%s/rootfs.ext4", tdir);
+    r = clone_file(src, p.rootfs, &reflinked);
+    if (r < 0) {
+        goto fail;
+    }
+    if (!reflinked) {
+        log_sandbox_warning(vm->id, "no reflink support under '%s', made a full copy of the disk",
+                            host->data_dir);
+    }
+    vm->timing.clone = now_monotonic() - t;
+
+    step = "create network";
+    t = now_monotonic();
+    r = netslot_create(vm->id);
+    if (r < 0) {
+        goto fail;
+    }
+    vm->timing.network = now_monotonic() - t;
+
+    step = "start vmm";
+    t = now_monotonic();
+    r = runtime_boot(host->runtime, &cfg, &vm->rt);
+    if (r < 0) {
+        goto fail;
+    }
+    vm->timing.vmm = now_monotonic() - t;
+
+    step = "wait for agent";
+    t = now_monotonic();
+    r = vm_wait_ready(host, vm);
+    if (r < 0) {
+        goto fail;
+    }
+    vm->timing.boot = now_monotonic() - t;
+    vm->timing.total = now_monotonic() - t0;
+
+    vm->state = VM_RUNNING;
+    r = vm_save(host, vm);
+    if (r < 0) {
+        step = "save state";
+        goto fail;
+    }
+    return 0;
+
+fail:
+    if (ret_error) {
+        struct strbuf sb = STRBUF_INIT;
+        char *console = file_tail(p.dir, "console.log", 2048);
+        char *qemu = file_tail(p.dir, "qemu.log", 1024);
+        strbuf_appendf(&sb, "%s failed: %s", step,
+                       r == -ETIMEDOUT ? "the guest agent did not become ready in time"
+                       : r == -ECHILD  ? "the VM exited during boot"
+                                       : strerror(-r));
+        if (qemu && *qemu) {
+            strbuf_appendf(&sb, "\n--- qemu ---\n%s", qemu);
+        }
+        if (console && *console) {
+            strbuf_appendf(&sb, "\n--- serial console (tail) ---\n%s", console);
+        }
+        free(console);
+        free(qemu);
+        *ret_error = strbuf_detach(&sb, NULL);
+    }
+    (void)vm_destroy(host, vm);
+    return r;
+}
+
+int vm_destroy(const struct vm_host *host, struct vm *vm)
+{
+    struct runtime_config cfg;
+    struct vm_paths p;
+    int r, ret = 0;
+
+    r = vm_dir(host, vm->id, p.dir, sizeof(p.dir));
+    if (r < 0) {
+        return r;
+    }
+    /* After a node crash the vm may have no handle yet: attach by pidfile. */
+    if (!vm->rt && vm_runtime_config(host, vm, &p, &cfg) >= 0) {
+        (void)runtime_attach(host->runtime, &cfg, &vm->rt);
+    }
+    if (vm->rt) {
+        r = runtime_stop(vm->rt);
+        if (r < 0) {
+            ret = log_sandbox_warning_errno(vm->id, r, "cannot stop vmm: %m");
+        }
+    }
+    r = netslot_destroy(vm->id);
+    if (r < 0) {
+        ret = log_sandbox_warning_errno(vm->id, r, "cannot remove network namespace: %m");
+    }
+    /* The directory goes last, and only when everything above is gone (see file comment). */
+    if (ret == 0) {
+        r = rm_rf(p.dir);
+        if (r < 0) {
+            ret = log_sandbox_warning_errno(vm->id, r, "cannot remove '%s': %m", p.dir);
+        }
+    }
+    vm->state = VM_KILLED;
+    return ret;
+}
+
+/* ---- exec through the agent's process.Process/Start stream ---- */
+
+struct exec_stream {
+    struct strbuf in;       /* undecoded response bytes */
+    struct vm_exec_result *res;
+    struct strbuf out, err;
+    bool ended;             /* saw the end-of-stream frame */
+    char *stream_error;     /* end-of-stream error message */
+    int stream_code;
+};
+
+static int append_b64(struct strbuf *sb, const char *b64)
+{
+    size_t n = strlen(b64);
+    char *buf = malloc(n / 4 * 3 + 3);
+    long k;
+    int r;
+
+    if (!buf) {
+        return -ENOMEM;
+    }
+    k = base64_decode(b64, n, buf);
+    r = k < 0 ? -EPROTO : strbuf_append(sb, buf, (size_t)k);
+    free(buf);
+    return r;
+}
+
+static int exec_handle_message(struct exec_stream *s, uint8_t flags, const uint8_t *payload,
+                               uint32_t len)
+{
+    json_error_t jerr;
+    json_t *j = json_loadb((const char *)payload, len, 0, &jerr);
+    int r = 0;
+
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        return -EPROTO;
+    }
+    if (flags & CONNECT_FLAG_END_STREAM) {
+        json_t *e = json_object_get(j, "error");
+        s->ended = true;
+        if (e) {
+            const char *code = json_string_value(json_object_get(e, "code"));
+            const char *msg = json_string_value(json_object_get(e, "message"));
+            s->stream_code = code ? connect_code_from_string(code) : CONNECT_UNKNOWN;
+            s->stream_error = strdup(msg ? msg : (code ? code : "unknown error"));
+        }
+        json_decref(j);
+        return 0;
+    }
+    json_t *ev = json_object_get(j, "event");
+    json_t *data = json_object_get(ev, "data");
+    json_t *end = json_object_get(ev, "end");
+    if (data) {
+        const char *o = json_string_value(json_object_get(data, "stdout"));
+        const char *e = json_string_value(json_object_get(data, "stderr"));
+        if (o) {
+            r = append_b64(&s->out, o);
+        }
+        if (r >= 0 && e) {
+            r = append_b64(&s->err, e);
+        }
+    } else if (end) {
+        json_t *code = json_object_get(end, "exitCode");
+        const char *status = json_string_value(json_object_get(end, "status"));
+        const char *error = json_string_value(json_object_get(end, "error"));
+        s->res->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : 0;
+        s->res->exited = json_is_true(json_object_get(end, "exited"));
+        free(s->res->status);
+        s->res->status = status ? strdup(status) : NULL;
+        free(s->res->error);
+        s->res->error = error ? strdup(error) : NULL;
+    }
+    json_decref(j);
+    return r;
+}
+
+static int exec_body_cb(const void *data, size_t len, void *userdata)
+{
+    struct exec_stream *s = userdata;
+    int r = strbuf_append(&s->in, data, len);
+    if (r < 0) {
+        return -EPROTO;
+    }
+    for (;;) {
+        const uint8_t *payload;
+        uint32_t plen;
+        size_t used;
+        uint8_t flags;
+        r = connect_envelope_parse((const uint8_t *)s->in.buf, s->in.len, CONNECT_MAX_MESSAGE,
+                                   &flags, &payload, &plen, &used);
+        if (r <= 0) {
+            return r;
+        }
+        r = exec_handle_message(s, flags, payload, plen);
+        if (r < 0) {
+            return r;
+        }
+        strbuf_consume(&s->in, used);
+    }
+}
+
+static json_t *exec_request_json(const struct vm_exec_request *req)
+{
+    json_t *args = json_array(), *envs = json_object(), *process;
+
+    for (const char *const *a = req->args; a && *a; a++) {
+        json_array_append_new(args, json_string(*a));
+    }
+    for (const char *const *e = req->env; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (eq) {
+            char key[256];
+            snprintf(key, sizeof(key), "%.*s", (int)MIN((size_t)(eq - *e), sizeof(key) - 1), *e);
+            json_object_set_new(envs, key, json_string(eq + 1));
+        }
+    }
+    process = json_pack("{s:s, s:o, s:o}", "cmd", req->cmd, "args", args, "envs", envs);
+    if (process && req->cwd) {
+        json_object_set_new(process, "cwd", json_string(req->cwd));
+    }
+    return json_pack("{s:o, s:b}", "process", process, "stdin", 0);
+}
+
+int vm_exec(const struct vm_host *host, struct vm *vm, const struct vm_exec_request *req,
+            struct vm_exec_result *ret)
+{
+    struct exec_stream s = { .res = ret };
+    char auth[300], timeout_hdr[64], *body = NULL, *content_type = NULL;
+    const char *headers[6];
+    size_t nh = 0, body_len;
+    json_t *j = NULL;
+    int fd = -EBADF, status = 0;
+    int r;
+
+    *ret = (struct vm_exec_result){ .exited = true };
+    strbuf_init(&s.in, CONNECT_MAX_MESSAGE + CONNECT_ENVELOPE_HEADER);
+    strbuf_init(&s.out, VM_EXEC_MAX_OUTPUT);
+    strbuf_init(&s.err, VM_EXEC_MAX_OUTPUT);
+
+    j = exec_request_json(req);
+    char *payload = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (!payload) {
+        r = -ENOMEM;
+        goto out;
+    }
+    body_len = strlen(payload) + CONNECT_ENVELOPE_HEADER;
+    body = malloc(body_len);
+    if (!body) {
+        free(payload);
+        r = -ENOMEM;
+        goto out;
+    }
+    connect_envelope_header(0, (uint32_t)strlen(payload), (uint8_t *)body);
+    memcpy(body + CONNECT_ENVELOPE_HEADER, payload, strlen(payload));
+    free(payload);
+
+    headers[nh++] = "Content-Type: application/connect+json";
+    headers[nh++] = "Connect-Protocol-Version: 1";
+    if (req->user) {
+        char cred[260], b64[360];
+        int n = snprintf(cred, sizeof(cred), "%s:", req->user);
+        if (n < 0 || n >= (int)sizeof(cred)) {
+            r = -EINVAL;
+            goto out;
+        }
+        base64_encode(cred, (size_t)n, b64);
+        snprintf(auth, sizeof(auth), "Authorization: Basic %s", b64);
+        headers[nh++] = auth;
+    }
+    if (req->timeout_ms > 0) {
+        snprintf(timeout_hdr, sizeof(timeout_hdr), "Connect-Timeout-Ms: %llu",
+                 (unsigned long long)req->timeout_ms);
+        headers[nh++] = timeout_hdr;
+    }
+    headers[nh] = NULL;
+
+    r = runtime_connect(vm->rt, AGENT_PORT, 2 * USEC_PER_SEC, &fd);
+    if (r < 0) {
+        r = -ENOENT;
+        goto out;
+    }
+    struct http_request hreq = { .method = "POST", .path = "/process.Process/Start",
+                                 .headers = headers, .body = body, .body_len = body_len };
+    usec_t deadline = req->timeout_ms ? now_monotonic() + req->timeout_ms * USEC_PER_MSEC +
+                                            5 * USEC_PER_SEC
+                                      : 0;
+    r = http_client_request(fd, &hreq, deadline, &status, &content_type, exec_body_cb, &s);
+    if (r < 0) {
+        goto out;
+    }
+    if (status != 200) {
+        r = -EPROTO;
+        goto out;
+    }
+    if (!s.ended) {
+        r = -EPROTO;
+        goto out;
+    }
+    if (s.stream_error) {
+        ret->error = TAKE_PTR(s.stream_error);
+        r = s.stream_code == CONNECT_NOT_FOUND || s.stream_code == CONNECT_INVALID_ARGUMENT ||
+                    s.stream_code == CONNECT_UNAUTHENTICATED
+                ? -EINVAL
+                : -EIO;
+        goto out;
+    }
+    ret->out = strbuf_detach(&s.out, &ret->out_len);
+    ret->err = strbuf_detach(&s.err, &ret->err_len);
+    r = 0;
+out:
+    close_safe(fd);
+    json_decref(j);
+    free(body);
+    free(content_type);
+    free(s.stream_error);
+    strbuf_release(&s.in);
+    strbuf_release(&s.out);
+    strbuf_release(&s.err);
+    return r;
+}
+
+void vm_exec_result_release(struct vm_exec_result *res)
+{
+    free(res->status);
+    free(res->error);
+    free(res->out);
+    free(res->err);
+    *res = (struct vm_exec_result){ 0 };
+}
+
+/* ---- crash recovery ---- */
+
+static int vm_load(const struct vm_host *host, const char *id, struct vm **ret)
+{
+    char path[PATH_MAX], *text = NULL;
+    json_error_t jerr;
+    json_t *j = NULL;
+    struct vm *vm = NULL;
+    int r;
+
+    r = vm_dir(host, id, path, sizeof(path) - 16);
+    if (r < 0) {
+        return r;
+    }
+    size_t n = strlen(path);
+    snprintf(path + n, sizeof(path) - n, "/sandbox.json");
+    vm = calloc(1, sizeof(*vm));
+    if (!vm) {
+        return -ENOMEM;
+    }
+    snprintf(vm->id, sizeof(vm->id), "%s", id);
+    vm->state = VM_CREATING; /* unknown: treated as unfinished */
+    if (read_file(path, 1 << 16, &text, NULL) >= 0 && (j = json_loads(text, 0, &jerr))) {
+        const char *t = json_string_value(json_object_get(j, "template"));
+        const char *s = json_string_value(json_object_get(j, "state"));
+        if (t && template_name_is_valid(t)) {
+            snprintf(vm->template_name, sizeof(vm->template_name), "%s", t);
+        }
+        vm->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
+        vm->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memory_mib"));
+        vm->created_at = (usec_t)json_integer_value(json_object_get(j, "created_at"));
+        if (s && vm_state_from_string(s) >= 0) {
+            vm->state = vm_state_from_string(s);
+        }
+    }
+    json_decref(j);
+    free(text);
+    *ret = vm;
+    return 0;
+}
+
+int vm_reconcile(const struct vm_host *host, vm_adopt_cb cb, void *userdata)
+{
+    char path[PATH_MAX];
+    struct dirent *de;
+    DIR *d;
+
+    snprintf(path, sizeof(path), "%s/sandboxes", host->data_dir);
+    d = opendir(path);
+    if (!d) {
+        return errno == ENOENT ? 0 : -errno;
+    }
+    while ((de = readdir(d))) {
+        struct vm *vm = NULL;
+        struct runtime_config cfg;
+        struct vm_paths p;
+
+        if (de->d_name[0] == '.') {
+            continue;
+        }
+        if (!sandbox_id_is_valid(de->d_name)) {
+            log_warning("unexpected entry '%s' in '%s', ignoring", de->d_name, path);
+            continue;
+        }
+        if (vm_load(host, de->d_name, &vm) < 0) {
+            continue;
+        }
+        if (vm->state == VM_RUNNING && vm_runtime_config(host, vm, &p, &cfg) >= 0 &&
+            runtime_attach(host->runtime, &cfg, &vm->rt) >= 0 && runtime_alive(vm->rt) &&
+            netslot_exists(vm->id)) {
+            log_sandbox_info(vm->id, "re-attached to running sandbox (pid %d)",
+                             (int)runtime_pid(vm->rt));
+            cb(vm, userdata);
+            continue;
+        }
+        log_sandbox_info(vm->id, "removing leftovers of sandbox in state '%s'",
+                         vm_state_to_string(vm->state));
+        (void)vm_destroy(host, vm);
+        vm_free(vm);
+    }
+    closedir(d);
+    return 0;
+}
