@@ -89,13 +89,17 @@ static json_t *body_json(struct evhttp_request *req)
 
 static json_t *vm_to_json(const struct vm *vm)
 {
-    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f}}", "id", vm->id,
+    json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f}}", "id", vm->id,
                      "template", vm->template_name, "state", vm_state_to_string(vm->state),
                      "vcpus", (int)vm->vcpus, "memory_mb", (int)vm->memory_mib, "created_at_us",
                      (json_int_t)vm->created_at, "timings_ms", "clone",
                      vm->timing.clone / 1000.0, "network", vm->timing.network / 1000.0, "vmm",
                      vm->timing.vmm / 1000.0, "boot", vm->timing.boot / 1000.0, "total",
                      vm->timing.total / 1000.0);
+    if (j && vm->rt) {
+        json_object_set_new(j, "pid", json_integer(runtime_pid(vm->rt)));
+    }
+    return j;
 }
 
 /* ---- GET /health, GET /v1/templates ---- */

@@ -1,0 +1,126 @@
+/*
+ * space bench create [-n N]
+ *
+ * Cold-creates N sandboxes one after another (each killed before the next),
+ * and prints p50/p90/p99 of the end-to-end create time seen by the client and
+ * of each phase the node reports (clone, network, vmm start, boot to agent
+ * ready), then the RSS of one idle sandbox's VMM. Numbers, not assertions:
+ * results go to docs/performance.md with this command line.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "basic/fileio.h"
+#include "basic/macro.h"
+#include "basic/parse-util.h"
+#include "basic/time-util.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, size_t n, double p)
+{
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return v[MIN(i, n - 1)];
+}
+
+static void report(const char *name, double *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), cmp_double);
+    printf("  %-22s p50 %8.1f ms   p90 %8.1f ms   p99 %8.1f ms\n", name, pct(v, n, 0.5),
+           pct(v, n, 0.9), pct(v, n, 0.99));
+}
+
+static long vmrss_kib(int pid)
+{
+    char path[64], *text = NULL;
+    long kib = -1;
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    if (read_file(path, 1 << 16, &text, NULL) < 0) {
+        return -1;
+    }
+    char *p = strstr(text, "VmRSS:");
+    if (p) {
+        sscanf(p + 6, "%ld", &kib);
+    }
+    free(text);
+    return kib;
+}
+
+static int bench_create(int argc, char **argv)
+{
+    static const char *const phases[] = { "clone", "network", "vmm", "boot", "total" };
+    uint32_t n = 10;
+    double *client = NULL, *phase[ARRAY_SIZE(phases)] = { 0 };
+    json_t *body = json_pack("{s:s}", "template", "base");
+    int c, r = 1;
+
+    optind = 1;
+    while ((c = getopt(argc, argv, "n:t:")) >= 0) {
+        if (c == 'n' && parse_u32(optarg, &n) >= 0 && n > 0) {
+            continue;
+        }
+        if (c == 't') {
+            json_object_set_new(body, "template", json_string(optarg));
+            continue;
+        }
+        fprintf(stderr, "usage: space bench create [-n N] [-t TEMPLATE]\n");
+        json_decref(body);
+        return 2;
+    }
+    client = calloc(n, sizeof(double));
+    for (size_t p = 0; p < ARRAY_SIZE(phases); p++) {
+        phase[p] = calloc(n, sizeof(double));
+    }
+    printf("bench create: %u cold creates, one at a time\n", n);
+    for (uint32_t i = 0; i < n; i++) {
+        json_t *res = NULL;
+        char path[128];
+        usec_t t0 = now_monotonic();
+        if (client_call_ok("POST", "/v1/sandboxes", body, &res) < 0) {
+            goto out;
+        }
+        client[i] = (double)(now_monotonic() - t0) / 1000.0;
+        json_t *t = json_object_get(res, "timings_ms");
+        for (size_t p = 0; p < ARRAY_SIZE(phases); p++) {
+            phase[p][i] = json_real_value(json_object_get(t, phases[p]));
+        }
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", json_string_value(json_object_get(res, "id")));
+        if (i == n - 1) {
+            int pid = (int)json_integer_value(json_object_get(res, "pid"));
+            sleep_usec(2 * USEC_PER_SEC); /* let the guest settle before measuring idle RSS */
+            printf("  idle sandbox VMM RSS: %ld KiB (pid %d)\n", vmrss_kib(pid), pid);
+        }
+        (void)client_call_ok("DELETE", path, NULL, NULL);
+        json_decref(res);
+    }
+    report("create (client)", client, n);
+    for (size_t p = 0; p < ARRAY_SIZE(phases); p++) {
+        char name[32];
+        snprintf(name, sizeof(name), "phase %s", phases[p]);
+        report(name, phase[p], n);
+    }
+    r = 0;
+out:
+    free(client);
+    for (size_t p = 0; p < ARRAY_SIZE(phases); p++) {
+        free(phase[p]);
+    }
+    json_decref(body);
+    return r;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "create") == 0) {
+        return bench_create(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "usage: space bench create [-n N]\n");
+    return 2;
+}

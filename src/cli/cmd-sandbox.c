@@ -1,0 +1,278 @@
+/*
+ * space sandbox create|ls|get|exec|kill
+ *
+ * create prints the new id alone on stdout; exec passes the guest's stdout
+ * and stderr through byte for byte and exits with the command's exit code
+ * (128+9 when the command was killed), so it composes in shell scripts.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "basic/base64.h"
+#include "basic/fd-util.h"
+#include "basic/macro.h"
+#include "basic/parse-util.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "shared/sandbox-id.h"
+
+static bool has_flag(int argc, char **argv, const char *flag)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], flag) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void print_json(json_t *j)
+{
+    char *text = json_dumps(j, JSON_INDENT(2));
+    if (text) {
+        puts(text);
+        free(text);
+    }
+}
+
+static int sandbox_create(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "template", required_argument, NULL, 't' }, { "vcpus", required_argument, NULL, 'c' },
+        { "memory", required_argument, NULL, 'm' },   { "json", no_argument, NULL, 'j' },
+        {},
+    };
+    json_t *body = json_object(), *res = NULL;
+    bool as_json = false;
+    uint32_t v;
+    int c, r = 1;
+
+    json_object_set_new(body, "template", json_string("base"));
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "t:", opts, NULL)) >= 0) {
+        switch (c) {
+        case 't':
+            json_object_set_new(body, "template", json_string(optarg));
+            break;
+        case 'c':
+        case 'm':
+            if (parse_u32(optarg, &v) < 0) {
+                fprintf(stderr, "space: invalid number '%s'\n", optarg);
+                r = 2;
+                goto out;
+            }
+            json_object_set_new(body, c == 'c' ? "vcpus" : "memory_mb", json_integer(v));
+            break;
+        case 'j':
+            as_json = true;
+            break;
+        default:
+            r = 2;
+            goto out;
+        }
+    }
+    if (client_call_ok("POST", "/v1/sandboxes", body, &res) < 0) {
+        goto out;
+    }
+    if (as_json) {
+        print_json(res);
+    } else {
+        printf("%s\n", json_string_value(json_object_get(res, "id")));
+    }
+    r = 0;
+out:
+    json_decref(body);
+    json_decref(res);
+    return r;
+}
+
+static int sandbox_ls(int argc, char **argv)
+{
+    json_t *res = NULL, *s;
+    size_t i;
+
+    if (client_call_ok("GET", "/v1/sandboxes", NULL, &res) < 0) {
+        return 1;
+    }
+    if (has_flag(argc, argv, "--json")) {
+        print_json(json_object_get(res, "sandboxes"));
+    } else {
+        printf("%-22s %-10s %-10s %s\n", "ID", "TEMPLATE", "STATE", "VCPUS/MEMORY");
+        json_array_foreach(json_object_get(res, "sandboxes"), i, s)
+        {
+            printf("%-22s %-10s %-10s %d/%dM\n", json_string_value(json_object_get(s, "id")),
+                   json_string_value(json_object_get(s, "template")),
+                   json_string_value(json_object_get(s, "state")),
+                   (int)json_integer_value(json_object_get(s, "vcpus")),
+                   (int)json_integer_value(json_object_get(s, "memory_mb")));
+        }
+    }
+    json_decref(res);
+    return 0;
+}
+
+static int sandbox_path(const char *id, const char *suffix, char *buf, size_t n)
+{
+    if (!sandbox_id_is_valid(id)) {
+        fprintf(stderr, "space: invalid sandbox id '%s'\n", id);
+        return -EINVAL;
+    }
+    snprintf(buf, n, "/v1/sandboxes/%s%s", id, suffix);
+    return 0;
+}
+
+static int sandbox_get(int argc, char **argv)
+{
+    char path[128];
+    json_t *res = NULL;
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: space sandbox get ID\n");
+        return 2;
+    }
+    if (sandbox_path(argv[1], "", path, sizeof(path)) < 0) {
+        return 2;
+    }
+    if (client_call_ok("GET", path, NULL, &res) < 0) {
+        return 1;
+    }
+    print_json(res);
+    json_decref(res);
+    return 0;
+}
+
+static int sandbox_kill(int argc, char **argv)
+{
+    char path[128];
+    int r = 0;
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: space sandbox kill ID...\n");
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (sandbox_path(argv[i], "", path, sizeof(path)) < 0) {
+            return 2;
+        }
+        if (client_call_ok("DELETE", path, NULL, NULL) < 0) {
+            r = 1;
+        }
+    }
+    return r;
+}
+
+static int write_b64(int fd, const char *b64)
+{
+    size_t n = b64 ? strlen(b64) : 0;
+    char *buf = malloc(n / 4 * 3 + 3);
+    long k;
+    int r;
+
+    if (!buf) {
+        return -ENOMEM;
+    }
+    k = base64_decode(b64 ? b64 : "", n, buf);
+    r = k < 0 ? -EPROTO : write_all(fd, buf, (size_t)k);
+    free(buf);
+    return r;
+}
+
+static int sandbox_exec(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "user", required_argument, NULL, 'u' }, { "cwd", required_argument, NULL, 'w' },
+        { "env", required_argument, NULL, 'e' },  { "timeout", required_argument, NULL, 't' },
+        {},
+    };
+    json_t *body = json_object(), *env = json_object(), *args = json_array(), *res = NULL;
+    char path[128];
+    uint32_t v;
+    int c, r = 1;
+
+    json_object_set_new(body, "env", env);
+    json_object_set_new(body, "args", args);
+    optind = 1;
+    /* '+': stop at the first non-option so the command's own flags are left alone. */
+    while ((c = getopt_long(argc, argv, "+u:w:e:", opts, NULL)) >= 0) {
+        switch (c) {
+        case 'u':
+            json_object_set_new(body, "user", json_string(optarg));
+            break;
+        case 'w':
+            json_object_set_new(body, "cwd", json_string(optarg));
+            break;
+        case 'e': {
+            char *eq = strchr(optarg, '=');
+            if (!eq) {
+                fprintf(stderr, "space: --env wants NAME=VALUE, got '%s'\n", optarg);
+                r = 2;
+                goto out;
+            }
+            *eq = '\0';
+            json_object_set_new(env, optarg, json_string(eq + 1));
+            break;
+        }
+        case 't':
+            if (parse_u32(optarg, &v) < 0) {
+                fprintf(stderr, "space: invalid --timeout '%s'\n", optarg);
+                r = 2;
+                goto out;
+            }
+            json_object_set_new(body, "timeout_ms", json_integer((json_int_t)v * 1000));
+            break;
+        default:
+            r = 2;
+            goto out;
+        }
+    }
+    if (argc - optind < 3 || strcmp(argv[optind + 1], "--") != 0) {
+        fprintf(stderr, "usage: space sandbox exec [--user U] [--cwd DIR] [--env K=V]... "
+                        "[--timeout SEC] ID -- CMD [ARGS...]\n");
+        r = 2;
+        goto out;
+    }
+    if (sandbox_path(argv[optind], "/exec", path, sizeof(path)) < 0) {
+        r = 2;
+        goto out;
+    }
+    json_object_set_new(body, "cmd", json_string(argv[optind + 2]));
+    for (int i = optind + 3; i < argc; i++) {
+        json_array_append_new(args, json_string(argv[i]));
+    }
+    if (client_call_ok("POST", path, body, &res) < 0) {
+        goto out;
+    }
+    if (write_b64(STDOUT_FILENO, json_string_value(json_object_get(res, "stdout_b64"))) < 0 ||
+        write_b64(STDERR_FILENO, json_string_value(json_object_get(res, "stderr_b64"))) < 0) {
+        fprintf(stderr, "space: cannot write the command's output\n");
+        goto out;
+    }
+    int code = (int)json_integer_value(json_object_get(res, "exit_code"));
+    r = json_is_false(json_object_get(res, "exited")) ? 137 : code < 0 ? 255 : code & 255;
+out:
+    json_decref(body);
+    json_decref(res);
+    return r;
+}
+
+int cmd_sandbox(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } sub[] = {
+        { "create", sandbox_create }, { "ls", sandbox_ls },     { "list", sandbox_ls },
+        { "get", sandbox_get },       { "exec", sandbox_exec }, { "kill", sandbox_kill },
+    };
+    if (argc >= 2) {
+        for (size_t i = 0; i < ARRAY_SIZE(sub); i++) {
+            if (strcmp(argv[1], sub[i].name) == 0) {
+                return sub[i].fn(argc - 1, argv + 1);
+            }
+        }
+    }
+    fprintf(stderr, "usage: space sandbox create|ls|get|exec|kill ...\n");
+    return 2;
+}

@@ -1,0 +1,79 @@
+/* space template build [NAME] | ls — recipes live in <share>/templates/<name>. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "shared/sandbox-id.h"
+#include "shared/spawn.h"
+
+int template_build(const char *name)
+{
+    char share[PATH_MAX], agent[PATH_MAX], script[PATH_MAX + 64], recipe[PATH_MAX + 64],
+        out[PATH_MAX + 64];
+    const char *cache = getenv("SPACE_CACHE_DIR");
+    pid_t pid;
+    int r;
+
+    if (!template_name_is_valid(name)) {
+        fprintf(stderr, "space: invalid template name '%s'\n", name);
+        return 2;
+    }
+    if (client_find_share(share, sizeof(share)) < 0) {
+        fprintf(stderr, "space: cannot find the template recipes (set SPACE_SHARE_DIR)\n");
+        return 1;
+    }
+    if (client_find_agent(agent, sizeof(agent)) < 0) {
+        fprintf(stderr, "space: cannot find space-agent (set SPACE_AGENT)\n");
+        return 1;
+    }
+    snprintf(script, sizeof(script), "%s/tools/template-build.sh", share);
+    snprintf(recipe, sizeof(recipe), "%s/templates/%s", share, name);
+    snprintf(out, sizeof(out), "%s/templates/%s", client_data_dir(), name);
+    if (access(recipe, R_OK) < 0) {
+        fprintf(stderr, "space: no recipe for template '%s' in '%s/templates'\n", name, share);
+        return 1;
+    }
+    const char *argv[] = { "bash", script, "--recipe", recipe, "--agent", agent, "--cache",
+                           cache && *cache ? cache : "/var/cache/space", "--out", out, NULL };
+    /* Progress goes to stderr so `space up` keeps stdout for machine-readable output. */
+    struct spawn_opts opts = { .argv = argv, .stdin_fd = -1, .stdout_fd = 2, .stderr_fd = 2,
+                               .netns_fd = -1 };
+    r = spawn_start(&opts, &pid);
+    if (r < 0) {
+        fprintf(stderr, "space: cannot run '%s': %s\n", script, strerror(-r));
+        return 1;
+    }
+    r = spawn_wait(pid);
+    if (r != 0) {
+        fprintf(stderr, "space: template build of '%s' failed\n", name);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_template(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "build") == 0) {
+        return template_build(argc >= 3 ? argv[2] : "base");
+    }
+    if (argc >= 2 && strcmp(argv[1], "ls") == 0) {
+        json_t *res = NULL, *t;
+        size_t i;
+        if (client_call_ok("GET", "/v1/templates", NULL, &res) < 0) {
+            return 1;
+        }
+        json_array_foreach(json_object_get(res, "templates"), i, t)
+        {
+            printf("%s\t%s\n", json_string_value(json_object_get(t, "name")),
+                   json_string_value(json_object_get(t, "built_at")) ?: "");
+        }
+        json_decref(res);
+        return 0;
+    }
+    fprintf(stderr, "usage: space template build [NAME] | ls\n");
+    return 2;
+}
