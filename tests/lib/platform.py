@@ -1,0 +1,180 @@
+"""Start and stop a real space-node for tests, and talk to its API.
+
+Each Node gets its own data directory (under the reflink-capable data
+filesystem), its own Unix socket and pidfile, so tests never touch a
+platform a developer has running. Teardown checks that nothing the node made
+is left: no network namespace, no live QEMU process, no sandbox directory.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(os.environ.get("SPACE_BUILD_DIR", os.path.join(ROOT, "build")))
+# The guest agent always comes from the release build: the guest has no sanitizer runtime.
+AGENT_BUILD = os.path.abspath(os.environ.get("SPACE_AGENT_BUILD_DIR", BUILD))
+SPACE = os.path.join(BUILD, "src/cli/space")
+NODE = os.path.join(BUILD, "src/node/space-node")
+AGENT = os.path.join(AGENT_BUILD, "src/agent/space-agent")
+DATA_ROOT = os.environ.get("SPACE_TEST_DATA_ROOT", "/var/lib/space")
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=300):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.unix_path)
+
+
+def live_qemu_pids(marker):
+    """Pids of non-zombie processes whose command line contains marker."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and "qemu-system" in cmd and state not in ("Z", "X"):
+            pids.append(int(pid))
+    return pids
+
+
+def netns_names():
+    try:
+        return set(os.listdir("/run/netns"))
+    except FileNotFoundError:
+        return set()
+
+
+class Node:
+    def __init__(self, name="node", extra_args=(), template=True):
+        os.makedirs(DATA_ROOT, exist_ok=True)
+        self.data = tempfile.mkdtemp(prefix=f"test-{name}-", dir=DATA_ROOT)
+        self.socket = f"/run/space/{os.path.basename(self.data)}.sock"
+        self.log_path = os.path.join(self.data, "node.log")
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.env = dict(os.environ, SPACE_DATA_DIR=self.data, SPACE_SOCKET=self.socket,
+                        SPACE_PIDFILE=os.path.join(self.data, "node.pid"), SPACE_AGENT=AGENT,
+                        SPACE_NODE=NODE)
+        if template:
+            self.cli("template", "build", "base", check=True, capture=False)
+
+    def cli(self, *args, check=False, capture=True, input=None, timeout=600):
+        res = subprocess.run([SPACE, *args], env=self.env, input=input, timeout=timeout,
+                             stdout=subprocess.PIPE if capture else None,
+                             stderr=subprocess.PIPE if capture else None)
+        if check and res.returncode != 0:
+            raise AssertionError(f"space {' '.join(args)} failed ({res.returncode}): "
+                                 f"{res.stderr!r}")
+        return res
+
+    def start(self, timeout=120):
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([NODE, "--data-dir", self.data, "--socket", self.socket,
+                                      *self.extra_args], stdout=log, stderr=log,
+                                     start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"space-node exited: {self.log()}")
+            try:
+                status, _ = self.call("GET", "/health", timeout=2)
+                if status == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"space-node did not start: {self.log()}")
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def call(self, method, path, body=None, timeout=300, raw=None):
+        conn = UnixHTTPConnection(self.socket, timeout=timeout)
+        try:
+            data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+            headers = {"Content-Type": "application/json"} if data is not None else {}
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            text = resp.read()
+            payload = json.loads(text) if text else None
+            return resp.status, payload
+        finally:
+            conn.close()
+
+    def create(self, **kw):
+        status, body = self.call("POST", "/v1/sandboxes", dict(kw))
+        assert status == 201, (status, body)
+        return body
+
+    def exec(self, sid, cmd, *args, **kw):
+        import base64
+        status, body = self.call("POST", f"/v1/sandboxes/{sid}/exec",
+                                 dict(cmd=cmd, args=list(args), **kw))
+        assert status == 200, (status, body)
+        body["stdout"] = base64.b64decode(body["stdout_b64"])
+        body["stderr"] = base64.b64decode(body["stderr_b64"])
+        return body
+
+    def kill(self, sid):
+        status, body = self.call("DELETE", f"/v1/sandboxes/{sid}")
+        assert status == 204, (status, body)
+
+    def crash(self):
+        """kill -9, as a host crash of the daemon would."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self.proc = None
+
+    def stop(self):
+        if self.proc:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+    def leftovers(self):
+        """Everything this node made that still exists."""
+        left = []
+        sandboxes = os.path.join(self.data, "sandboxes")
+        if os.path.isdir(sandboxes) and os.listdir(sandboxes):
+            left.append(f"sandbox dirs: {os.listdir(sandboxes)}")
+        pids = live_qemu_pids(self.data)
+        if pids:
+            left.append(f"qemu processes: {pids}")
+        return left
+
+    def destroy(self):
+        self.stop()
+        # Whatever a failed test left: kill it so the machine stays clean.
+        for pid in live_qemu_pids(self.data):
+            os.kill(pid, signal.SIGKILL)
+        for ns in netns_names():
+            sid = ns[len("space-"):]
+            if ns.startswith("space-") and os.path.isdir(os.path.join(self.data, "sandboxes", sid)):
+                subprocess.run(["ip", "netns", "delete", ns], check=False)
+        shutil.rmtree(self.data, ignore_errors=True)
