@@ -1,0 +1,367 @@
+/*
+ * space-agent: the in-guest daemon. It speaks E2B's envd protocol
+ * (e2b-compat.md §5-§7) so the E2B SDKs, through space's proxy, can run
+ * processes, move files and watch directories inside the sandbox.
+ *
+ * Shape of the process: when the kernel starts us as PID 1, init.c mounts
+ * the API file systems and forks; the child is the server and PID 1 only
+ * reaps and restarts it. The server is one thread running one libevent
+ * loop with evhttp as the HTTP/1.1 server. One loop is enough and is the
+ * simplest correct design here: every operation is either quick (stat,
+ * rename, fork+exec) or event-driven (pipes, PTYs, inotify, sockets), so
+ * nothing needs a thread of its own; a single thread also means the
+ * process table, the subscriber lists and the flow-control state need no
+ * locks, and the agent stays small enough to audit (style.md R1, R14).
+ * evhttp streams responses with chunked encoding and tells us when a
+ * client disconnects or drains, which is all Connect server streams need.
+ *
+ * This file holds main(), the listener and the routing table; each service
+ * lives in its own module (process-rpc.c, fs.c, watch.c, files-http.c,
+ * state.c). Authentication rules are in route(): every path except
+ * /health, /files and /init needs the access token once /init set one.
+ *
+ * In host test mode (`--listen 127.0.0.1:0`) it runs as a normal process
+ * and prints "listening on ADDR:PORT" so tests can find it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "agent/agent.h"
+#include "agent/auth.h"
+#include "agent/init.h"
+#include "agent/limits.h"
+#include "agent/process-rpc.h"
+#include "agent/process.h"
+#include "agent/reply.h"
+#include "agent/rpc.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/parse-util.h"
+
+#define AGENT_DEFAULT_LISTEN "0.0.0.0:49983"
+#define AGENT_HTTP_TIMEOUT_SEC 120
+/* Largest /files upload body (evhttp buffers a request body before we see it). */
+#define AGENT_DEFAULT_MAX_UPLOAD (512ull * 1024 * 1024)
+
+static const char *arg_listen = AGENT_DEFAULT_LISTEN;
+static uint64_t arg_max_upload = AGENT_DEFAULT_MAX_UPLOAD;
+static bool arg_pid1 = false;
+
+static const struct rpc_method rpc_methods[] = {
+    { "/process.Process/Start", true, process_rpc_start, NULL, NULL },
+    { "/process.Process/Connect", true, process_rpc_connect, NULL, NULL },
+    { "/process.Process/List", false, process_rpc_list, NULL, NULL },
+    { "/process.Process/SendInput", false, process_rpc_send_input, NULL, NULL },
+    { "/process.Process/SendSignal", false, process_rpc_send_signal, NULL, NULL },
+    { "/process.Process/CloseStdin", false, process_rpc_close_stdin, NULL, NULL },
+    { "/process.Process/Update", false, process_rpc_update, NULL, NULL },
+    { "/process.Process/StreamInput", true, process_rpc_stream_input, NULL, NULL },
+};
+
+static void reply_unauthorized(struct evhttp_request *req)
+{
+    reply_error(req, 401,
+                "unauthorized access, please provide a valid access token or method signing if "
+                "supported");
+}
+
+static void route(struct evhttp_request *req, void *userdata)
+{
+    struct agent *a = userdata;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+
+    if (!path || !*path) {
+        reply_error(req, 400, "invalid request path");
+        return;
+    }
+    if (strcmp(path, "/health") == 0) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "X-Envd-Version",
+                          AGENT_ENVD_VERSION);
+        reply_empty(req, 204);
+        return;
+    }
+    if (!auth_token_ok(a, req)) {
+        reply_unauthorized(req);
+        return;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(rpc_methods); i++) {
+        if (strcmp(path, rpc_methods[i].path) == 0) {
+            rpc_dispatch(a, req, &rpc_methods[i]);
+            return;
+        }
+    }
+    if (strncmp(path, "/process.Process/", 17) == 0 ||
+        strncmp(path, "/filesystem.Filesystem/", 23) == 0) {
+        /* connect-go answers an unknown procedure with 404; the JSON says unimplemented. */
+        reply_json(req, 404,
+                   json_pack("{s:s, s:s}", "code", "unimplemented", "message",
+                             "unknown procedure"));
+        return;
+    }
+    (void)cmd;
+    reply_error(req, 404, "not found");
+}
+
+/* Splits "ADDR:PORT" (ADDR may be "[v6]"). */
+static int parse_listen(const char *s, char *addr, size_t addr_size, uint16_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    uint32_t p;
+    size_t n;
+
+    if (!colon || parse_u32(colon + 1, &p) < 0 || p > 65535) {
+        return -EINVAL;
+    }
+    n = (size_t)(colon - s);
+    if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+        s++;
+        n -= 2;
+    }
+    if (n == 0 || n >= addr_size) {
+        return -EINVAL;
+    }
+    memcpy(addr, s, n);
+    addr[n] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}
+
+static void stop_cb(evutil_socket_t sig, short what, void *userdata)
+{
+    struct agent *a = userdata;
+
+    log_info("signal %d, exiting", (int)sig);
+    event_base_loopexit(a->base, NULL);
+}
+
+/* fds 0-2 must be open, or the first sockets would land on them. */
+static void ensure_std_fds(void)
+{
+    for (int fd = 0; fd < 3; fd++) {
+        if (fcntl(fd, F_GETFD) < 0) {
+            int n = open("/dev/null", O_RDWR);
+            if (n >= 0 && n != fd) {
+                dup2(n, fd);
+                close(n);
+            }
+        }
+    }
+}
+
+static void help(void)
+{
+    printf("space-agent [OPTIONS]\n\n"
+           "The in-guest daemon of space: speaks E2B's envd protocol.\n\n"
+           "  --listen ADDR:PORT   listen address (default %s; port 0 picks a free one)\n"
+           "  --max-upload BYTES   largest /files upload body (default 512M)\n"
+           "  --log-level LEVEL    debug, info, warning, error\n"
+           "  --version            print the version\n"
+           "  -h --help            this text\n",
+           AGENT_DEFAULT_LISTEN);
+}
+
+static int parse_args(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "listen", required_argument, NULL, 'l' },
+        { "max-upload", required_argument, NULL, 'm' },
+        { "log-level", required_argument, NULL, 'L' },
+        { "version", no_argument, NULL, 'V' },
+        { "help", no_argument, NULL, 'h' },
+        {},
+    };
+    int c, r;
+
+    /* As init, the kernel passes us its leftover command-line words: ignore them. */
+    if (getpid() == 1) {
+        arg_pid1 = true;
+        return 1;
+    }
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+        switch (c) {
+        case 'l':
+            arg_listen = optarg;
+            break;
+        case 'm':
+            r = parse_size(optarg, &arg_max_upload);
+            if (r < 0) {
+                return log_error_errno(r, "invalid --max-upload '%s': %m", optarg);
+            }
+            break;
+        case 'L':
+            r = log_level_from_string(optarg);
+            if (r < 0) {
+                return log_error_errno(r, "invalid --log-level '%s': %m", optarg);
+            }
+            log_set_level((enum log_level)r);
+            break;
+        case 'V':
+            printf("space-agent %s (envd %s)\n", SPACE_VERSION, AGENT_ENVD_VERSION);
+            return 0;
+        case 'h':
+            help();
+            return 0;
+        default:
+            return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        return log_error_errno(-EINVAL, "unexpected argument '%s'", argv[optind]);
+    }
+    return 1;
+}
+
+static int agent_init(struct agent *a)
+{
+    const char *path = getenv("PATH");
+    struct passwd *pw;
+    int r;
+
+    *a = (struct agent){ .start_time = now_realtime() };
+    a->env = json_object();
+    a->path_env = strdup(path && *path ? path
+                                       : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    /* Not root (a test run as a user): processes can only run as ourselves. */
+    pw = geteuid() == 0 ? NULL : getpwuid(geteuid());
+    a->default_user = strdup(pw ? pw->pw_name : "root");
+    if (!a->env || !a->path_env || !a->default_user) {
+        return -ENOMEM;
+    }
+    a->base = event_base_new();
+    a->http = a->base ? evhttp_new(a->base) : NULL;
+    if (!a->http) {
+        return -ENOMEM;
+    }
+    evhttp_set_max_headers_size(a->http, AGENT_MAX_HEADERS);
+    evhttp_set_max_body_size(a->http, (ev_ssize_t)arg_max_upload);
+    evhttp_set_timeout(a->http, AGENT_HTTP_TIMEOUT_SEC);
+    evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(a->http, route, a);
+    r = proc_table_new(a, &a->procs);
+    if (r < 0) {
+        return r;
+    }
+    return 0;
+}
+
+static void agent_done(struct agent *a)
+{
+    a->procs = proc_table_free(a->procs);
+    if (a->http) {
+        evhttp_free(a->http);
+    }
+    if (a->base) {
+        event_base_free(a->base);
+    }
+    json_decref(a->env);
+    free(a->access_token);
+    free(a->default_user);
+    free(a->default_workdir);
+    free(a->path_env);
+}
+
+static int agent_listen(struct agent *a)
+{
+    struct evhttp_bound_socket *bound;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char addr[256], shown[INET6_ADDRSTRLEN];
+    uint16_t port;
+    int r;
+
+    r = parse_listen(arg_listen, addr, sizeof(addr), &port);
+    if (r < 0) {
+        return log_error_errno(r, "invalid --listen '%s', expected ADDR:PORT", arg_listen);
+    }
+    bound = evhttp_bind_socket_with_handle(a->http, addr, port);
+    if (!bound) {
+        return log_error_errno(-EADDRNOTAVAIL, "cannot listen on '%s'", arg_listen);
+    }
+    if (getsockname(evhttp_bound_socket_get_fd(bound), (struct sockaddr *)&ss, &len) < 0) {
+        return log_error_errno(-errno, "getsockname failed: %m");
+    }
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &s6->sin6_addr, shown, sizeof(shown));
+        port = ntohs(s6->sin6_port);
+        printf("listening on [%s]:%u\n", shown, port);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &s4->sin_addr, shown, sizeof(shown));
+        port = ntohs(s4->sin_port);
+        printf("listening on %s:%u\n", shown, port);
+    }
+    if (arg_pid1) {
+        /* Our stdout is /dev/console: the host's serial log shows this line. */
+        printf("space-agent: ready\n");
+    }
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct sigaction ign = { .sa_handler = SIG_IGN };
+    struct event *sigterm = NULL, *sigint = NULL;
+    struct agent a = { 0 };
+    int r;
+
+    log_set_ident("space-agent");
+    ensure_std_fds();
+    r = parse_args(argc, argv);
+    if (r <= 0) {
+        return r < 0 ? 2 : 0;
+    }
+    if (arg_pid1) {
+        init_setup();
+        (void)init_supervise(); /* returns only in the server child */
+    }
+    /* Writes to a client that went away must fail with EPIPE, not kill us. */
+    sigaction(SIGPIPE, &ign, NULL);
+
+    r = agent_init(&a);
+    if (r < 0) {
+        log_error_errno(r, "cannot initialise: %m");
+        goto out;
+    }
+    r = agent_listen(&a);
+    if (r < 0) {
+        goto out;
+    }
+    sigterm = evsignal_new(a.base, SIGTERM, stop_cb, &a);
+    sigint = evsignal_new(a.base, SIGINT, stop_cb, &a);
+    if (!sigterm || !sigint || event_add(sigterm, NULL) < 0 || event_add(sigint, NULL) < 0) {
+        r = log_error_errno(-ENOMEM, "cannot watch signals: %m");
+        goto out;
+    }
+    log_info("space-agent %s ready (envd %s)", SPACE_VERSION, AGENT_ENVD_VERSION);
+    r = event_base_dispatch(a.base) < 0 ? -EIO : 0;
+out:
+    if (sigterm) {
+        event_free(sigterm);
+    }
+    if (sigint) {
+        event_free(sigint);
+    }
+    agent_done(&a);
+    return r < 0 ? 1 : 0;
+}
