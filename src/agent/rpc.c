@@ -55,6 +55,7 @@ struct rpc_stream {
     bool proto;
     json_t *keepalive_msg;
     struct event *keepalive_ev;
+    struct timeval keepalive_tv;
     struct event *close_ev;
     rpc_stream_cb_t on_close;
     rpc_stream_cb_t on_drain;
@@ -492,11 +493,11 @@ int rpc_stream_open(struct rpc_call *call, json_t *keepalive_msg, rpc_stream_cb_
         bufferevent_set_timeouts(bev, NULL, &write_tv);
     }
     if (s->keepalive_ev) {
-        struct timeval tv = {
+        s->keepalive_tv = (struct timeval){
             .tv_sec = (time_t)(call->keepalive / USEC_PER_SEC),
             .tv_usec = (suseconds_t)(call->keepalive % USEC_PER_SEC),
         };
-        event_add(s->keepalive_ev, &tv);
+        event_add(s->keepalive_ev, &s->keepalive_tv);
     }
     call->req = NULL;
     *ret = s;
@@ -542,6 +543,10 @@ int rpc_stream_send(struct rpc_stream *s, const json_t *msg)
         goto out;
     }
     evhttp_send_reply_chunk_with_cb(s->req, frame, stream_drained_cb, s);
+    /* Keepalives are for idle streams (as envd): any other message restarts the timer. */
+    if (s->keepalive_ev && msg != s->keepalive_msg) {
+        event_add(s->keepalive_ev, &s->keepalive_tv);
+    }
     r = 0;
 out:
     if (payload) {

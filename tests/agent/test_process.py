@@ -161,3 +161,238 @@ def test_malformed_requests(agent, envd):
     # the agent still works
     assert envd.run("/bin/true").end["exited"] is True
     assert agent.alive()
+
+
+def read_until(stream, pred):
+    """Reads events until pred(event) is true; returns the events read."""
+    seen = []
+    for msg in stream:
+        seen.append(msg["event"])
+        if pred(msg["event"]):
+            return seen
+    raise AssertionError(f"stream ended before the expected event: {seen}")
+
+
+def stdout_of(events):
+    out = b""
+    for ev in events:
+        if "data" in ev:
+            from envd_client import unb64
+            out += unb64(ev["data"].get("stdout", "") or ev["data"].get("pty", ""))
+    return out
+
+
+def test_list_tag_and_kill(envd):
+    s = envd.start("/bin/sleep", ["30"], tag="sleeper")
+    pid = next(s)["event"]["start"]["pid"]
+    code, body = envd.unary("process.Process/List", {})
+    assert code == 200
+    mine = [p for p in body["processes"] if p["pid"] == pid]
+    assert mine == [{"config": {"cmd": "/bin/sleep", "args": ["30"]}, "pid": pid, "tag": "sleeper"}]
+    code, body = envd.unary("process.Process/SendSignal",
+                            {"process": {"tag": "sleeper"}, "signal": "SIGNAL_SIGKILL"})
+    assert (code, body) == (200, {})
+    rest = list(s)
+    assert rest[-1]["event"]["end"] == {"exitCode": -1, "status": "signal: killed",
+                                        "error": "signal: killed"}
+    assert s.end == {}
+    code, body = envd.unary("process.Process/List", {})
+    assert pid not in [p["pid"] for p in body["processes"]]
+
+
+def test_signal_errors(envd):
+    code, body = envd.unary("process.Process/SendSignal",
+                            {"process": {"pid": 999999}, "signal": "SIGNAL_SIGKILL"})
+    assert code == 404 and body["code"] == "not_found"
+    s = envd.start("/bin/sleep", ["30"])
+    pid = next(s)["event"]["start"]["pid"]
+    for sig in ("SIGNAL_UNSPECIFIED", 2):
+        code, body = envd.unary("process.Process/SendSignal",
+                                {"process": {"pid": pid}, "signal": sig})
+        assert code == 501 and body["code"] == "unimplemented", body
+    code, body = envd.unary("process.Process/SendSignal",
+                            {"process": {"pid": pid}, "signal": "SIGNAL_SIGTERM"})
+    assert code == 200
+    res = collect(s)
+    assert res.end["status"] == "signal: terminated"
+    code, body = envd.unary("process.Process/SendSignal", {"process": {}, "signal": 9})
+    assert code == 501
+
+
+def test_connect_second_client_and_stdin(envd):
+    s1 = envd.start("/bin/cat", stdin=True)
+    pid = next(s1)["event"]["start"]["pid"]
+    s2 = envd.stream("process.Process/Connect", {"process": {"pid": pid}})
+    assert next(s2)["event"] == {"start": {"pid": pid}}
+    code, _ = envd.unary("process.Process/SendInput",
+                         {"process": {"pid": pid}, "input": {"stdin": b64(b"hello\n")}})
+    assert code == 200
+    for s in (s1, s2):
+        got = read_until(s, lambda ev: "data" in ev)
+        assert stdout_of(got) == b"hello\n"
+    code, _ = envd.unary("process.Process/CloseStdin", {"process": {"pid": pid}})
+    assert code == 200
+    for s in (s1, s2):
+        res = collect(s)
+        assert res.end == {"exited": True, "status": "exit status 0"}
+
+
+def test_connect_by_tag_and_unknown(envd):
+    s = envd.start("/bin/sleep", ["30"], tag="t1")
+    pid = next(s)["event"]["start"]["pid"]
+    c = envd.stream("process.Process/Connect", {"process": {"tag": "t1"}})
+    assert next(c)["event"] == {"start": {"pid": pid}}
+    c.close()
+    c = envd.stream("process.Process/Connect", {"process": {"pid": 999999}})
+    assert list(c) == []
+    assert c.error() == ("not_found", "process with pid 999999 not found")
+    envd.unary("process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+    collect(s)
+
+
+def test_late_connect_gets_exit_code(envd):
+    res = envd.sh("exit 5")
+    c = envd.stream("process.Process/Connect", {"process": {"pid": res.pid}})
+    msgs = list(c)
+    assert msgs[0]["event"] == {"start": {"pid": res.pid}}
+    assert msgs[-1]["event"]["end"]["exitCode"] == 5
+    assert c.end == {}
+
+
+def test_stdin_errors(envd):
+    s = envd.start("/bin/sleep", ["30"], stdin=False)
+    pid = next(s)["event"]["start"]["pid"]
+    code, body = envd.unary("process.Process/SendInput",
+                            {"process": {"pid": pid}, "input": {"stdin": b64(b"x")}})
+    assert code == 500 and "stdin" in body["message"]
+    code, body = envd.unary("process.Process/SendInput",
+                            {"process": {"pid": pid}, "input": {"pty": b64(b"x")}})
+    assert code == 500
+    code, body = envd.unary("process.Process/SendInput",
+                            {"process": {"pid": pid}, "input": {"stdin": "!!notbase64"}})
+    assert code == 400
+    code, body = envd.unary("process.Process/Update",
+                            {"process": {"pid": pid}, "pty": {"size": {"cols": 10, "rows": 10}}})
+    assert code == 500
+    envd.unary("process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+    collect(s)
+
+
+def test_stdin_absent_means_enabled(envd):
+    s = envd.start("/bin/cat", stdin=None)
+    pid = next(s)["event"]["start"]["pid"]
+    code, _ = envd.unary("process.Process/SendInput",
+                         {"process": {"pid": pid}, "input": {"stdin": b64(b"x\n")}})
+    assert code == 200
+    envd.unary("process.Process/CloseStdin", {"process": {"pid": pid}})
+    res = collect(s)
+    assert res.stdout == b"x\n"
+
+
+def test_pty(envd):
+    script = "stty size; tty; read x; stty size; echo got:$x"
+    s = envd.start("/bin/bash", ["-c", script], pty=(80, 24),
+                   envs={"TERM": "xterm-256color"})
+    pid = next(s)["event"]["start"]["pid"]
+    got = read_until(s, lambda ev: b"/dev/pts/" in stdout_of([ev]) or False)
+    out = stdout_of(got)
+    assert b"24 80" in out
+    code, _ = envd.unary("process.Process/Update",
+                         {"process": {"pid": pid}, "pty": {"size": {"cols": 100, "rows": 30}}})
+    assert code == 200
+    code, _ = envd.unary("process.Process/SendInput",
+                         {"process": {"pid": pid}, "input": {"pty": b64(b"abc\n")}})
+    assert code == 200
+    code, body = envd.unary("process.Process/CloseStdin", {"process": {"pid": pid}})
+    assert code == 500 and body["code"] == "unknown"
+    res = collect(s)
+    out += res.pty
+    assert b"30 100" in out
+    assert b"got:abc" in out
+    assert all("stdout" not in ev.get("data", {}) for ev in res.events)
+    assert res.end["exited"] is True
+
+
+def test_keepalive_while_idle(envd):
+    s = envd.start("/bin/sleep", ["2.5"], keepalive=1)
+    res = collect(s)
+    assert sum(1 for ev in res.events if "keepalive" in ev) >= 2
+    assert {"keepalive": {}} in res.events
+
+
+def test_process_survives_client_disconnect(envd, tmp_path):
+    marker = tmp_path / "marker"
+    s = envd.start("/bin/bash", ["-c", f"sleep 1; echo done > {marker}"])
+    pid = next(s)["event"]["start"]["pid"]
+    s.close()
+    wait_for(lambda: marker.exists())
+    # its exit is retained for a late Connect
+    c = envd.stream("process.Process/Connect", {"process": {"pid": pid}})
+    wait_for(lambda: True)
+    msgs = list(c)
+    assert msgs[-1]["event"]["end"]["exited"] is True
+
+
+def test_exit_with_grandchild_holding_pipes(envd):
+    t = time.time()
+    res = envd.sh("sleep 5 & echo hi")
+    assert time.time() - t < 3
+    assert res.stdout == b"hi\n"
+
+
+def test_kill_ends_stream_despite_grandchild(envd):
+    s = envd.start("/bin/bash", ["-c", "sleep 5 & echo started; wait"])
+    pid = next(s)["event"]["start"]["pid"]
+    read_until(s, lambda ev: "data" in ev)
+    t = time.time()
+    envd.unary("process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+    res = collect(s)
+    assert time.time() - t < 3
+    assert res.end["status"] == "signal: killed"
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_flow_control_bounds_memory(agent, envd):
+    s = envd.start("/bin/cat", ["/dev/zero"])
+    pid = next(s)["event"]["start"]["pid"]
+    next(s)
+    before = rss_kib(agent.proc.pid)
+    time.sleep(2)  # the client reads nothing: the agent must stop reading the pipe
+    after = rss_kib(agent.proc.pid)
+    assert after - before < 16 * 1024, (before, after)
+    # a slow reader still gets data, and memory stays bounded
+    n = 0
+    for _ in range(200):
+        msg = next(s)
+        n += len(msg["event"]["data"]["stdout"])
+    assert n > 0
+    assert rss_kib(agent.proc.pid) - before < 16 * 1024
+    envd.unary("process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+    res = collect(s)
+    assert res.end["status"] == "signal: killed"
+
+
+def test_detached_process_is_not_blocked(envd):
+    # With nobody attached, output is read and dropped: the process must finish.
+    s = envd.start("/bin/bash", ["-c", "head -c 50000000 /dev/zero; echo end >&2"])
+    pid = next(s)["event"]["start"]["pid"]
+    s.close()
+
+    def ended():
+        code, body = envd.unary("process.Process/List", {})
+        return pid not in [p["pid"] for p in body["processes"]]
+    wait_for(ended, timeout=30)
+
+
+def test_many_concurrent_processes(envd):
+    streams = [envd.start("/bin/bash", ["-c", f"echo {i}"]) for i in range(20)]
+    for i, s in enumerate(streams):
+        res = collect(s)
+        assert res.stdout == f"{i}\n".encode()
