@@ -43,12 +43,14 @@
 
 #include "agent/agent.h"
 #include "agent/auth.h"
+#include "agent/fs.h"
 #include "agent/init.h"
 #include "agent/limits.h"
 #include "agent/process-rpc.h"
 #include "agent/process.h"
 #include "agent/reply.h"
 #include "agent/rpc.h"
+#include "agent/watch.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
@@ -71,6 +73,15 @@ static const struct rpc_method rpc_methods[] = {
     { "/process.Process/CloseStdin", false, process_rpc_close_stdin, NULL, NULL },
     { "/process.Process/Update", false, process_rpc_update, NULL, NULL },
     { "/process.Process/StreamInput", true, process_rpc_stream_input, NULL, NULL },
+    { "/filesystem.Filesystem/Stat", false, fs_rpc_stat, NULL, NULL },
+    { "/filesystem.Filesystem/ListDir", false, fs_rpc_list_dir, NULL, NULL },
+    { "/filesystem.Filesystem/MakeDir", false, fs_rpc_make_dir, NULL, NULL },
+    { "/filesystem.Filesystem/Move", false, fs_rpc_move, NULL, NULL },
+    { "/filesystem.Filesystem/Remove", false, fs_rpc_remove, NULL, NULL },
+    { "/filesystem.Filesystem/WatchDir", true, watch_rpc_watch_dir, NULL, NULL },
+    { "/filesystem.Filesystem/CreateWatcher", false, watch_rpc_create_watcher, NULL, NULL },
+    { "/filesystem.Filesystem/GetWatcherEvents", false, watch_rpc_get_watcher_events, NULL, NULL },
+    { "/filesystem.Filesystem/RemoveWatcher", false, watch_rpc_remove_watcher, NULL, NULL },
 };
 
 static void reply_unauthorized(struct evhttp_request *req)
@@ -260,11 +271,12 @@ static int agent_init(struct agent *a)
     if (r < 0) {
         return r;
     }
-    return 0;
+    return watch_table_new(a, &a->watches);
 }
 
 static void agent_done(struct agent *a)
 {
+    a->watches = watch_table_free(a->watches);
     a->procs = proc_table_free(a->procs);
     if (a->http) {
         evhttp_free(a->http);

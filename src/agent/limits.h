@@ -42,6 +42,8 @@
 #define AGENT_MAX_WATCHERS 256
 /* Events queued on a polled watcher between two GetWatcherEvents calls. */
 #define AGENT_MAX_WATCHER_EVENTS 4096
+/* Bytes of events queued for a slow WatchDir client before its stream is ended. */
+#define AGENT_MAX_WATCH_BACKLOG (8u * 1024 * 1024)
 /* inotify watches per recursive watcher. */
 #define AGENT_MAX_WATCH_DIRS 8192
 
