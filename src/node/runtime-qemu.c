@@ -432,7 +432,7 @@ enum runtime_accel runtime_detect_accel(enum runtime_accel want, const char *ker
      * internal error or hangs until the timeout.
      */
     const char *argv[] = {
-        "timeout", "20", QEMU_BINARY, "-M", "microvm,x-option-roms=off,rtc=on,isa-serial=on,acpi=off",
+        "timeout", "10", QEMU_BINARY, "-M", "microvm,x-option-roms=off,rtc=on,isa-serial=on,acpi=off",
         "-accel", "kvm", "-cpu", "host", "-m", "128", "-smp", "1", "-nodefaults",
         "-no-user-config", "-display", "none", "-no-reboot", "-serial", "stdio",
         "-kernel", kernel, "-append", "console=ttyS0 panic=-1 reboot=k", NULL,
