@@ -43,6 +43,7 @@
 
 #include "agent/agent.h"
 #include "agent/auth.h"
+#include "agent/files-http.h"
 #include "agent/fs.h"
 #include "agent/init.h"
 #include "agent/limits.h"
@@ -50,6 +51,7 @@
 #include "agent/process.h"
 #include "agent/reply.h"
 #include "agent/rpc.h"
+#include "agent/state.h"
 #include "agent/watch.h"
 #include "basic/log.h"
 #include "basic/macro.h"
@@ -61,6 +63,7 @@
 #define AGENT_DEFAULT_MAX_UPLOAD (512ull * 1024 * 1024)
 
 static const char *arg_listen = AGENT_DEFAULT_LISTEN;
+static const char *arg_e2b_dir = NULL;
 static uint64_t arg_max_upload = AGENT_DEFAULT_MAX_UPLOAD;
 static bool arg_pid1 = false;
 
@@ -108,8 +111,25 @@ static void route(struct evhttp_request *req, void *userdata)
         reply_empty(req, 204);
         return;
     }
+    /* /files checks the token or a URL signature itself; /init is for the host only (§6.6). */
+    if (strcmp(path, "/files") == 0) {
+        files_http_handle(a, req);
+        return;
+    }
+    if (strcmp(path, "/init") == 0) {
+        state_http_init(a, req);
+        return;
+    }
     if (!auth_token_ok(a, req)) {
         reply_unauthorized(req);
+        return;
+    }
+    if (strcmp(path, "/envs") == 0) {
+        state_http_envs(a, req);
+        return;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        state_http_metrics(a, req);
         return;
     }
     for (size_t i = 0; i < ARRAY_SIZE(rpc_methods); i++) {
@@ -182,6 +202,7 @@ static void help(void)
            "The in-guest daemon of space: speaks E2B's envd protocol.\n\n"
            "  --listen ADDR:PORT   listen address (default %s; port 0 picks a free one)\n"
            "  --max-upload BYTES   largest /files upload body (default 512M)\n"
+           "  --e2b-dir DIR        where /init writes .E2B_* files (default /run/e2b as init)\n"
            "  --log-level LEVEL    debug, info, warning, error\n"
            "  --version            print the version\n"
            "  -h --help            this text\n",
@@ -193,6 +214,7 @@ static int parse_args(int argc, char **argv)
     static const struct option opts[] = {
         { "listen", required_argument, NULL, 'l' },
         { "max-upload", required_argument, NULL, 'm' },
+        { "e2b-dir", required_argument, NULL, 'e' },
         { "log-level", required_argument, NULL, 'L' },
         { "version", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
@@ -215,6 +237,9 @@ static int parse_args(int argc, char **argv)
             if (r < 0) {
                 return log_error_errno(r, "invalid --max-upload '%s': %m", optarg);
             }
+            break;
+        case 'e':
+            arg_e2b_dir = optarg;
             break;
         case 'L':
             r = log_level_from_string(optarg);
@@ -245,8 +270,18 @@ static int agent_init(struct agent *a)
     struct passwd *pw;
     int r;
 
-    *a = (struct agent){ .start_time = now_realtime() };
-    a->env = json_object();
+    *a = (struct agent){
+        .start_time = now_realtime(),
+        .is_init = arg_pid1,
+        .max_upload = arg_max_upload,
+    };
+    a->env = json_pack("{s:s}", "E2B_SANDBOX", "true");
+    if (arg_e2b_dir || arg_pid1) {
+        a->e2b_dir = strdup(arg_e2b_dir ? arg_e2b_dir : "/run/e2b");
+        if (!a->e2b_dir) {
+            return -ENOMEM;
+        }
+    }
     a->path_env = strdup(path && *path ? path
                                        : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     /* Not root (a test run as a user): processes can only run as ourselves. */
@@ -289,6 +324,7 @@ static void agent_done(struct agent *a)
     free(a->default_user);
     free(a->default_workdir);
     free(a->path_env);
+    free(a->e2b_dir);
 }
 
 static int agent_listen(struct agent *a)

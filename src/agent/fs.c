@@ -49,7 +49,7 @@ static char *request_path(struct rpc_call *call, const char *name, struct user *
                  "invalid user");
         return NULL;
     }
-    r = user_resolve_path(u, raw, NULL, &path);
+    r = user_resolve_path(u, raw, call->agent->default_workdir, &path);
     if (r < 0) {
         user_free(u);
         rpc_fail(call, CONNECT_INVALID_ARGUMENT, "invalid path '%s'", raw);

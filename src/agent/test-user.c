@@ -53,8 +53,9 @@ static void test_user_resolve_path(void **state)
     assert_int_equal(user_resolve_path(&u, "x/y", NULL, &out), 0);
     assert_string_equal(out, "/home/user/x/y");
     free(out);
-    assert_int_equal(user_resolve_path(&u, "~other", NULL, &out), 0);
-    assert_string_equal(out, "/home/user/~other");
+    assert_int_equal(user_resolve_path(&u, "~other", NULL, &out), -EINVAL);
+    assert_int_equal(user_resolve_path(&u, "a/~b", NULL, &out), 0);
+    assert_string_equal(out, "/home/user/a/~b");
     free(out);
     assert_int_equal(user_resolve_path(&u, "/etc/../tmp/", NULL, &out), 0);
     assert_string_equal(out, "/tmp");

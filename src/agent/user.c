@@ -192,7 +192,10 @@ int user_resolve_path(const struct user *u, const char *path, const char *defaul
     if (!path || !*path) {
         path = default_dir ? default_dir : u->home;
     }
-    if (path[0] == '~' && (path[1] == '\0' || path[1] == '/')) {
+    if (path[0] == '~' && path[1] != '\0' && path[1] != '/') {
+        return -EINVAL; /* "~other": another user's home is not expanded (envd refuses too) */
+    }
+    if (path[0] == '~') {
         r = strbuf_appends(&sb, u->home);
         if (r >= 0) {
             r = strbuf_appendf(&sb, "/%s", path + 1);

@@ -40,7 +40,8 @@ int path_clean(const char *path, char **ret);
 /*
  * Resolves a client path for user u: "" gives default_dir (or the home
  * directory when default_dir is NULL), "~" and "~/x" expand to the home
- * directory, a relative path is taken relative to the home directory.
+ * directory ("~other" is -EINVAL), a relative path is taken relative to
+ * the home directory.
  * The result is absolute and cleaned. Caller frees *ret.
  */
 int user_resolve_path(const struct user *u, const char *path, const char *default_dir,

@@ -479,7 +479,7 @@ static struct watcher *watcher_create(struct rpc_call *call)
         rpc_fail(call, CONNECT_UNAUTHENTICATED, "invalid user");
         goto fail;
     }
-    r = user_resolve_path(u, raw, NULL, &path);
+    r = user_resolve_path(u, raw, call->agent->default_workdir, &path);
     if (r < 0) {
         rpc_fail(call, CONNECT_INVALID_ARGUMENT, "invalid path '%s'", raw);
         goto fail;

@@ -66,6 +66,21 @@ def envd(agent):
     return Envd(agent.url)
 
 
+@pytest.fixture
+def make_agent():
+    """Starts agents with extra command-line arguments; stops them all at teardown."""
+    started = []
+
+    def make(*args):
+        a = AgentProcess(args)
+        started.append(a)
+        return a
+    yield make
+    for a in started:
+        a.stop()
+        assert a.proc.returncode in (0, -15), f"agent crashed: {a.proc.returncode}"
+
+
 def wait_for(pred, timeout=10.0, interval=0.05):
     end = time.time() + timeout
     while time.time() < end:

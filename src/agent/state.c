@@ -1,0 +1,311 @@
+/*
+ * /init is how the host configures the sandbox after boot and after every
+ * resume: it merges sandbox-level env vars, sets the access token, the
+ * default user and workdir, and (only when we are the guest's init) the
+ * clock, which a restored snapshot has wrong. The access token can only
+ * be changed by a caller that proves the current one (X-Access-Token);
+ * setting the same token again is always allowed, so re-sending /init
+ * after a resume is idempotent.
+ *
+ * E2B_* variables are also written to <e2b_dir>/.E2B_<NAME> files
+ * (/run/e2b in the guest), where E2B's tooling reads them.
+ */
+#include "agent/state.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "agent/agent.h"
+#include "agent/auth.h"
+#include "agent/limits.h"
+#include "agent/reply.h"
+#include "agent/user.h"
+#include "basic/fileio.h"
+#include "basic/log.h"
+#include "basic/strbuf.h"
+#include "shared/json-util.h"
+
+int state_parse_rfc3339(const char *s, struct timespec *ret)
+{
+    struct tm tm = { 0 };
+    const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    long nsec = 0, off = 0;
+    time_t t;
+
+    if (!p) {
+        return -EINVAL;
+    }
+    if (*p == '.') {
+        long scale = 100000000;
+        p++;
+        if (!isdigit((unsigned char)*p)) {
+            return -EINVAL;
+        }
+        for (; isdigit((unsigned char)*p); p++) {
+            nsec += (*p - '0') * scale;
+            scale /= 10;
+        }
+    }
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if ((*p == '+' || *p == '-') && isdigit((unsigned char)p[1]) &&
+               isdigit((unsigned char)p[2]) && p[3] == ':' && isdigit((unsigned char)p[4]) &&
+               isdigit((unsigned char)p[5])) {
+        off = ((p[1] - '0') * 10 + (p[2] - '0')) * 3600 + ((p[4] - '0') * 10 + (p[5] - '0')) * 60;
+        if (*p == '-') {
+            off = -off;
+        }
+        p += 6;
+    } else {
+        return -EINVAL;
+    }
+    if (*p) {
+        return -EINVAL;
+    }
+    t = timegm(&tm);
+    if (t == (time_t)-1) {
+        return -EINVAL;
+    }
+    ret->tv_sec = t - off;
+    ret->tv_nsec = nsec;
+    return 0;
+}
+
+static bool e2b_file_name_ok(const char *name)
+{
+    if (strncmp(name, "E2B_", 4) != 0 || strlen(name) > 64) {
+        return false;
+    }
+    for (const char *c = name; *c; c++) {
+        if (!isupper((unsigned char)*c) && !isdigit((unsigned char)*c) && *c != '_') {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void write_e2b_files(struct agent *a)
+{
+    const char *k;
+    json_t *v;
+
+    if (!a->e2b_dir) {
+        return;
+    }
+    (void)mkdir_p(a->e2b_dir, 0755);
+    json_object_foreach (a->env, k, v) {
+        struct strbuf path = STRBUF_INIT;
+        int r;
+        if (!e2b_file_name_ok(k) || !json_is_string(v)) {
+            continue;
+        }
+        r = strbuf_appendf(&path, "%s/.%s", a->e2b_dir, k);
+        if (r >= 0) {
+            r = write_file_atomic(path.buf, json_string_value(v), json_string_length(v));
+        }
+        if (r >= 0) {
+            (void)chmod(path.buf, 0644);
+        } else {
+            log_warning_errno(r, "cannot write '%s', ignoring: %m", path.buf ? path.buf : k);
+        }
+        strbuf_release(&path);
+    }
+}
+
+static int set_string(char **field, const char *value)
+{
+    char *copy = value ? strdup(value) : NULL;
+
+    if (value && !copy) {
+        return -ENOMEM;
+    }
+    free(*field);
+    *field = copy;
+    return 0;
+}
+
+void state_http_init(struct agent *a, struct evhttp_request *req)
+{
+    struct evbuffer *body = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(body);
+    const char *token = NULL, *user = NULL, *workdir = NULL, *ts = NULL;
+    json_t *msg = NULL, *envs = NULL;
+    struct timespec when;
+    char *clean = NULL;
+    json_error_t err;
+    const char *k;
+    json_t *v;
+
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
+        reply_error(req, 405, "method not allowed");
+        return;
+    }
+    if (len > AGENT_MAX_HTTP_BODY) {
+        reply_error(req, 413, "request body too large");
+        return;
+    }
+    if (len > 0) {
+        msg = json_loadb((const char *)evbuffer_pullup(body, -1), len, 0, &err);
+        if (!json_is_object(msg)) {
+            json_decref(msg);
+            reply_error(req, 400, "invalid JSON body");
+            return;
+        }
+    }
+    if (msg && (json_util_get_string(msg, "accessToken", NULL, &token) == -EINVAL ||
+                json_util_get_string(msg, "defaultUser", NULL, &user) == -EINVAL ||
+                json_util_get_string(msg, "defaultWorkdir", NULL, &workdir) == -EINVAL ||
+                json_util_get_string(msg, "timestamp", NULL, &ts) == -EINVAL ||
+                json_util_get_object(msg, "envVars", NULL, &envs) == -EINVAL)) {
+        reply_error(req, 400, "invalid /init field types");
+        goto out;
+    }
+    if (envs) {
+        json_object_foreach (envs, k, v) {
+            if (!json_is_string(v) || !*k || strchr(k, '=')) {
+                reply_error(req, 400, "envVars must map names to strings");
+                goto out;
+            }
+        }
+        if (json_object_size(a->env) + json_object_size(envs) > AGENT_MAX_ENVS) {
+            reply_error(req, 400, "too many envVars");
+            goto out;
+        }
+    }
+    if (ts && state_parse_rfc3339(ts, &when) < 0) {
+        reply_error(req, 400, "invalid timestamp '%s'", ts);
+        goto out;
+    }
+    if (workdir && *workdir) {
+        if (workdir[0] != '/' || path_clean(workdir, &clean) < 0) {
+            reply_error(req, 400, "defaultWorkdir must be an absolute path");
+            goto out;
+        }
+    }
+    if (token && a->access_token && strcmp(token, a->access_token) != 0 &&
+        !auth_token_ok(a, req)) {
+        reply_error(req, 401, "access token is already set and cannot be changed without it");
+        goto out;
+    }
+
+    /* Everything is valid: apply. */
+    if (envs) {
+        json_object_foreach (envs, k, v) {
+            json_object_set(a->env, k, v);
+        }
+        write_e2b_files(a);
+    }
+    if (token && set_string(&a->access_token, *token ? token : NULL) < 0) {
+        reply_error(req, 500, "out of memory");
+        goto out;
+    }
+    if (user && *user && set_string(&a->default_user, user) < 0) {
+        reply_error(req, 500, "out of memory");
+        goto out;
+    }
+    if (workdir) {
+        free(a->default_workdir);
+        a->default_workdir = TAKE_PTR(clean);
+    }
+    if (ts && a->is_init) {
+        if (clock_settime(CLOCK_REALTIME, &when) < 0) {
+            log_warning_errno(-errno, "cannot set the clock from /init, ignoring: %m");
+        }
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(req), "X-Envd-Version", AGENT_ENVD_VERSION);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+    reply_empty(req, 204);
+out:
+    free(clean);
+    json_decref(msg);
+}
+
+void state_http_envs(struct agent *a, struct evhttp_request *req)
+{
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+        reply_error(req, 405, "method not allowed");
+        return;
+    }
+    reply_json(req, 200, json_deep_copy(a->env));
+}
+
+static uint64_t meminfo_value(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    unsigned long long kib = 0;
+
+    if (p && sscanf(p + strlen(key), " %llu", &kib) == 1) {
+        return (uint64_t)kib * 1024;
+    }
+    return 0;
+}
+
+static double round2(double v)
+{
+    return (double)(long long)(v * 100 + 0.5) / 100;
+}
+
+void state_http_metrics(struct agent *a, struct evhttp_request *req)
+{
+    unsigned long long f[10] = { 0 };
+    uint64_t total = 0, idle, mem_total, mem_avail, cached, used;
+    double cpu_pct = 0;
+    char *stat = NULL, *mem = NULL;
+    struct statfs sfs;
+    uint64_t disk_total = 0, disk_used = 0;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+        reply_error(req, 405, "method not allowed");
+        return;
+    }
+    if (read_file("/proc/stat", 1 << 20, &stat, NULL) >= 0 &&
+        sscanf(stat, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1], &f[2],
+               &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9]) >= 4) {
+        /* guest and guest_nice (f[8], f[9]) are already counted in user and nice. */
+        for (int i = 0; i < 8; i++) {
+            total += f[i];
+        }
+        idle = f[3] + f[4];
+        if (total > a->cpu_prev_total) {
+            uint64_t dt = total - a->cpu_prev_total;
+            uint64_t di = idle >= a->cpu_prev_idle ? idle - a->cpu_prev_idle : 0;
+            cpu_pct = round2(100.0 * (double)(dt - MIN(di, dt)) / (double)dt);
+        }
+        a->cpu_prev_total = total;
+        a->cpu_prev_idle = idle;
+    }
+    if (read_file("/proc/meminfo", 1 << 20, &mem, NULL) < 0) {
+        mem = NULL;
+    }
+    mem_total = mem ? meminfo_value(mem, "MemTotal:") : 0;
+    mem_avail = mem ? meminfo_value(mem, "MemAvailable:") : 0;
+    cached = mem ? meminfo_value(mem, "Cached:") : 0;
+    used = mem_total > mem_avail ? mem_total - mem_avail : 0;
+    if (statfs("/", &sfs) == 0) {
+        disk_total = (uint64_t)sfs.f_blocks * (uint64_t)sfs.f_frsize;
+        disk_used = (uint64_t)(sfs.f_blocks - sfs.f_bfree) * (uint64_t)sfs.f_frsize;
+    }
+    reply_json(req, 200,
+               json_pack("{s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "ts",
+                         (json_int_t)time(NULL), "cpu_count", (int)(ncpu > 0 ? ncpu : 1),
+                         "cpu_used_pct", cpu_pct, "mem_total", (json_int_t)mem_total, "mem_used",
+                         (json_int_t)used, "mem_cache", (json_int_t)cached, "mem_total_mib",
+                         (json_int_t)(mem_total >> 20), "mem_used_mib", (json_int_t)(used >> 20),
+                         "disk_used", (json_int_t)disk_used, "disk_total",
+                         (json_int_t)disk_total));
+    free(stat);
+    free(mem);
+}

@@ -1,0 +1,262 @@
+"""envd's plain HTTP endpoints: /files, /init, /envs, /metrics and the access token (§5.1, §6.6)."""
+import base64
+import gzip
+import hashlib
+import json
+import os
+import pwd
+import time
+import urllib.parse
+
+import requests
+
+from envd_client import Envd
+
+
+def files_url(agent, **params):
+    return agent.url + "/files?" + urllib.parse.urlencode(params)
+
+
+def test_upload_single_and_download(agent, tmp_path):
+    target = tmp_path / "sub" / "dir" / "hello.txt"
+    r = requests.post(files_url(agent, path=str(target)),
+                      files={"file": ("ignored.txt", b"hello world\n")})
+    assert r.status_code == 200, r.text
+    assert r.json() == [{"name": "hello.txt", "path": str(target), "type": "file"}]
+    assert target.read_bytes() == b"hello world\n"
+    r = requests.get(files_url(agent, path=str(target)), headers={"Accept-Encoding": "identity"})
+    assert r.status_code == 200
+    assert r.content == b"hello world\n"
+    assert r.headers["Content-Type"].startswith("text/plain")
+    assert r.headers["Content-Length"] == "12"
+    assert 'filename="hello.txt"' in r.headers["Content-Disposition"]
+
+
+def test_download_gzip_and_binary(agent, tmp_path):
+    data = os.urandom(300000) + b"\x00" * 300000
+    (tmp_path / "blob.bin").write_bytes(data)
+    r = requests.get(files_url(agent, path=str(tmp_path / "blob.bin")),
+                     headers={"Accept-Encoding": "gzip, deflate"}, stream=True)
+    assert r.status_code == 200
+    assert r.headers["Content-Encoding"] == "gzip"
+    assert r.headers["Vary"] == "Accept-Encoding"
+    raw = r.raw.read(decode_content=False)
+    assert gzip.decompress(raw) == data
+    r = requests.get(files_url(agent, path=str(tmp_path / "blob.bin")),
+                     headers={"Accept-Encoding": "identity"})
+    assert r.content == data
+    assert r.headers["Content-Type"] == "application/octet-stream"
+
+
+def test_download_range_and_errors(agent, tmp_path):
+    (tmp_path / "r.txt").write_bytes(b"0123456789")
+    url = files_url(agent, path=str(tmp_path / "r.txt"))
+    r = requests.get(url, headers={"Range": "bytes=2-5"})
+    assert r.status_code == 206
+    assert r.content == b"2345"
+    assert r.headers["Content-Range"] == "bytes 2-5/10"
+    r = requests.get(url, headers={"Range": "bytes=-3"})
+    assert r.content == b"789"
+    r = requests.get(url, headers={"Range": "bytes=20-"})
+    assert r.status_code == 416
+    r = requests.get(files_url(agent, path=str(tmp_path / "missing")))
+    assert r.status_code == 404
+    assert r.headers["Content-Type"] == "application/json"
+    assert r.json()["code"] == 404
+    r = requests.get(files_url(agent, path=str(tmp_path)))
+    assert r.status_code == 400
+    r = requests.get(files_url(agent, path=str(tmp_path / "r.txt"), username="ghost-user-x"))
+    assert r.status_code == 401
+    r = requests.get(url, headers={"Accept-Encoding": "br, identity;q=0"})
+    assert r.status_code == 406
+
+
+def test_upload_multiple_files_with_full_paths(agent, tmp_path):
+    files = [
+        ("file", (str(tmp_path / "a" / "one.txt"), b"1")),
+        ("file", (str(tmp_path / "b" / "c" / "two.bin"), b"\x00\x01")),
+    ]
+    r = requests.post(agent.url + "/files", files=files)
+    assert r.status_code == 200, r.text
+    assert [e["path"] for e in r.json()] == [str(tmp_path / "a" / "one.txt"),
+                                             str(tmp_path / "b" / "c" / "two.bin")]
+    assert (tmp_path / "a" / "one.txt").read_bytes() == b"1"
+    assert (tmp_path / "b" / "c" / "two.bin").read_bytes() == b"\x00\x01"
+    # the same target twice in one request is refused
+    files = [("file", (str(tmp_path / "d.txt"), b"1")), ("file", (str(tmp_path / "d.txt"), b"2"))]
+    r = requests.post(agent.url + "/files", files=files)
+    assert r.status_code == 400
+    # a directory target is refused
+    r = requests.post(files_url(agent, path=str(tmp_path / "a")), files={"file": ("x", b"1")})
+    assert r.status_code == 400
+
+
+def test_upload_owned_by_user(agent, tmp_path):
+    os.chmod(tmp_path, 0o755)
+    target = tmp_path / "u1" / "u2" / "f.txt"
+    r = requests.post(files_url(agent, path=str(target), username="nobody"),
+                      files={"file": ("f.txt", b"x")})
+    assert r.status_code == 200, r.text
+    uid = pwd.getpwnam("nobody").pw_uid
+    assert os.stat(target).st_uid == uid
+    assert os.stat(tmp_path / "u1").st_uid == uid
+    assert os.stat(tmp_path / "u1" / "u2").st_uid == uid
+    r = requests.post(files_url(agent, path=str(target), username="ghost-user-x"),
+                      files={"file": ("f.txt", b"x")})
+    assert r.status_code == 401
+
+
+def test_upload_octet_stream_gzip(agent, tmp_path):
+    data = b"compressible " * 10000
+    target = tmp_path / "gz" / "data.txt"
+    r = requests.post(files_url(agent, path=str(target)), data=gzip.compress(data),
+                      headers={"Content-Type": "application/octet-stream",
+                               "Content-Encoding": "gzip"})
+    assert r.status_code == 200, r.text
+    assert target.read_bytes() == data
+    r = requests.post(files_url(agent, path=str(target)), data=b"not gzip",
+                      headers={"Content-Type": "application/octet-stream",
+                               "Content-Encoding": "gzip"})
+    assert r.status_code == 400
+    r = requests.post(agent.url + "/files", data=b"x",
+                      headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 400
+    r = requests.post(files_url(agent, path=str(target)), data=b"x",
+                      headers={"Content-Type": "text/plain"})
+    assert r.status_code == 400
+    r = requests.post(files_url(agent, path=str(target)), data=b"--x\r\nbroken",
+                      headers={"Content-Type": "multipart/form-data; boundary=x"})
+    assert r.status_code == 400
+
+
+def test_upload_large_binary_roundtrip(agent, tmp_path):
+    data = os.urandom(8 * 1024 * 1024)
+    target = tmp_path / "big.bin"
+    r = requests.post(files_url(agent, path=str(target)), files={"file": ("big.bin", data)})
+    assert r.status_code == 200
+    r = requests.get(files_url(agent, path=str(target)))
+    assert hashlib.sha256(r.content).digest() == hashlib.sha256(data).digest()
+
+
+def sign(path, op, user, token, exp=None):
+    raw = f"{path}:{op}:{user}:{token}" + (f":{exp}" if exp is not None else "")
+    return "v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).decode().rstrip("=")
+
+
+def test_access_token(agent, tmp_path):
+    r = requests.post(agent.url + "/init", json={"accessToken": "secret-1"})
+    assert r.status_code == 204
+    assert r.headers["X-Envd-Version"] == "0.6.4"
+    plain = Envd(agent.url)
+    code, body = plain.unary("process.Process/List", {})
+    assert code == 401 and body["code"] == 401
+    assert "unauthorized access" in body["message"]
+    authed = Envd(agent.url, token="secret-1")
+    code, _ = authed.unary("process.Process/List", {})
+    assert code == 200
+    assert authed.sh("echo ok").stdout == b"ok\n"
+    assert requests.get(agent.url + "/health").status_code == 204
+    assert requests.get(agent.url + "/envs").status_code == 401
+
+    (tmp_path / "s.txt").write_text("signed")
+    p = str(tmp_path / "s.txt")
+    assert requests.get(files_url(agent, path=p)).status_code == 401
+    r = requests.get(files_url(agent, path=p), headers={"X-Access-Token": "secret-1"})
+    assert r.status_code == 200
+    r = requests.get(files_url(agent, path=p), headers={"X-Access-Token": "wrong"})
+    assert r.status_code == 401
+    r = requests.get(files_url(agent, path=p, signature=sign(p, "read", "", "secret-1")))
+    assert r.status_code == 200 and r.content == b"signed"
+    r = requests.get(files_url(agent, path=p, username="root",
+                               signature=sign(p, "read", "root", "secret-1")))
+    assert r.status_code == 200
+    r = requests.get(files_url(agent, path=p, signature=sign(p, "write", "", "secret-1")))
+    assert r.status_code == 401
+    exp = int(time.time()) + 60
+    r = requests.get(files_url(agent, path=p, signature=sign(p, "read", "", "secret-1", exp),
+                               signature_expiration=exp))
+    assert r.status_code == 200
+    exp = int(time.time()) - 60
+    r = requests.get(files_url(agent, path=p, signature=sign(p, "read", "", "secret-1", exp),
+                               signature_expiration=exp))
+    assert r.status_code == 401
+    up = str(tmp_path / "up.txt")
+    r = requests.post(files_url(agent, path=up, signature=sign(up, "write", "", "secret-1")),
+                      files={"file": ("up.txt", b"u")})
+    assert r.status_code == 200
+
+    # the token cannot be changed without proving the old one
+    r = requests.post(agent.url + "/init", json={"accessToken": "secret-2"})
+    assert r.status_code == 401
+    r = requests.post(agent.url + "/init", json={"accessToken": "secret-1"})
+    assert r.status_code == 204
+    r = requests.post(agent.url + "/init", json={"accessToken": "secret-2"},
+                      headers={"X-Access-Token": "secret-1"})
+    assert r.status_code == 204
+    code, _ = Envd(agent.url, token="secret-2").unary("process.Process/List", {})
+    assert code == 200
+
+
+def test_init_env_user_workdir(agent, envd):
+    import tempfile
+    tmp_path = tempfile.mkdtemp(prefix="space-agent-test-")
+    os.chmod(tmp_path, 0o755)
+    r = requests.post(agent.url + "/init", json={
+        "envVars": {"SANDBOX_VAR": "sv", "OVERRIDE": "sandbox"},
+        "defaultUser": "nobody",
+        "defaultWorkdir": str(tmp_path),
+        "timestamp": "2024-01-01T00:00:00.5Z",
+    })
+    assert r.status_code == 204
+    res = envd.sh("echo $SANDBOX_VAR $OVERRIDE $E2B_SANDBOX; id -un; pwd",
+                  envs={"OVERRIDE": "request"})
+    assert res.stream_end == {}
+    assert res.stdout.decode().splitlines() == ["sv request true", "nobody", str(tmp_path)]
+    res = envd.sh("id -un", user="root")
+    assert res.stdout == b"root\n"
+    os.rmdir(tmp_path)
+    # a default workdir that is gone is a missing cwd
+    assert envd.sh("true").stream_end["error"]["code"] == "invalid_argument"
+    r = requests.get(agent.url + "/envs")
+    assert r.status_code == 200
+    assert r.json()["SANDBOX_VAR"] == "sv"
+    # the host clock is left alone outside the guest
+    assert time.time() > 1704067200 + 30 * 86400
+    assert requests.post(agent.url + "/init", data=b"{nope").status_code == 400
+    assert requests.post(agent.url + "/init", json={"envVars": {"A": 1}}).status_code == 400
+    assert requests.post(agent.url + "/init", json={"timestamp": "yesterday"}).status_code == 400
+    assert requests.post(agent.url + "/init").status_code == 204
+    assert requests.get(agent.url + "/init").status_code == 405
+
+
+def test_init_writes_e2b_files(make_agent, tmp_path):
+    a = make_agent("--e2b-dir", str(tmp_path / "e2b"))
+    r = requests.post(a.url + "/init", json={"envVars": {"E2B_SANDBOX_ID": "abc123",
+                                                          "E2B_TEMPLATE_ID": "base",
+                                                          "OTHER": "x"}})
+    assert r.status_code == 204
+    assert (tmp_path / "e2b" / ".E2B_SANDBOX_ID").read_text() == "abc123"
+    assert (tmp_path / "e2b" / ".E2B_TEMPLATE_ID").read_text() == "base"
+    assert not (tmp_path / "e2b" / ".OTHER").exists()
+
+
+def test_metrics(agent):
+    r = requests.get(agent.url + "/metrics")
+    assert r.status_code == 200
+    m = r.json()
+    for key in ("ts", "cpu_count", "cpu_used_pct", "mem_total", "mem_used", "mem_cache",
+                "mem_total_mib", "mem_used_mib", "disk_used", "disk_total"):
+        assert key in m, key
+    assert m["cpu_count"] >= 1
+    assert m["mem_total"] > m["mem_used"] > 0
+    assert m["mem_total_mib"] == m["mem_total"] >> 20
+    assert abs(m["ts"] - time.time()) < 5
+
+
+def test_unknown_paths(agent):
+    r = requests.get(agent.url + "/nope")
+    assert r.status_code == 404 and r.json()["code"] == 404
+    r = requests.post(agent.url + "/filesystem.Filesystem/Nope", json={})
+    assert r.status_code == 404 and r.json()["code"] == "unimplemented"
+    r = requests.put(agent.url + "/files")
+    assert r.status_code == 405
