@@ -222,11 +222,9 @@ static int parse_args(int argc, char **argv)
     };
     int c, r;
 
-    /* As init, the kernel passes us its leftover command-line words: ignore them. */
-    if (getpid() == 1) {
-        arg_pid1 = true;
-        return 1;
-    }
+    /* As init, the kernel passes us its leftover command-line words: ignore what is not ours. */
+    arg_pid1 = getpid() == 1;
+    opterr = !arg_pid1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
         switch (c) {
         case 'l':
@@ -255,10 +253,13 @@ static int parse_args(int argc, char **argv)
             help();
             return 0;
         default:
+            if (arg_pid1) {
+                break;
+            }
             return -EINVAL;
         }
     }
-    if (optind < argc) {
+    if (optind < argc && !arg_pid1) {
         return log_error_errno(-EINVAL, "unexpected argument '%s'", argv[optind]);
     }
     return 1;
@@ -376,7 +377,8 @@ int main(int argc, char **argv)
     log_set_ident("space-agent");
     ensure_std_fds();
     r = parse_args(argc, argv);
-    if (r <= 0) {
+    /* As PID 1 we must never exit (the kernel would panic): bad words were logged, carry on. */
+    if (r <= 0 && !arg_pid1) {
         return r < 0 ? 2 : 0;
     }
     if (arg_pid1) {

@@ -1,0 +1,80 @@
+"""space-agent as PID 1, inside throwaway mount/UTS/PID namespaces (unshare)."""
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import agent_binary, wait_for
+from envd_client import Envd
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                                reason="needs root and unshare")
+
+
+class InitAgent:
+    def __init__(self):
+        self.proc = subprocess.Popen(
+            ["unshare", "--mount", "--uts", "--pid", "--fork", "--propagation", "private",
+             agent_binary(), "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.url = self.wait_listening()
+
+    def wait_listening(self):
+        for _ in range(20):
+            line = self.proc.stdout.readline()
+            m = re.match(r"listening on 127\.0\.0\.1:(\d+)", line)
+            if m:
+                return f"http://127.0.0.1:{m.group(1)}"
+        raise RuntimeError("agent did not start as PID 1")
+
+    def stop(self):
+        self.proc.kill()  # kills unshare; the namespace's PID 1 dies with it
+        self.proc.wait()
+
+
+@pytest.fixture
+def init_agent():
+    a = InitAgent()
+    yield a
+    a.stop()
+
+
+def test_pid1_setup(init_agent):
+    # the ready line for the serial console follows the listening line
+    assert init_agent.proc.stdout.readline().strip() == "space-agent: ready"
+    envd = Envd(init_agent.url)
+    res = envd.sh("echo $$ $PPID; hostname; cat /proc/1/comm; "
+                  "stat -f -c %T /tmp; stat -f -c %T /run; stat -f -c %T /dev/pts; "
+                  "stat -c %a /tmp; test -c /dev/ptmx && echo ptmx; ls -d /run/e2b; echo $PATH")
+    lines = res.stdout.decode().splitlines()
+    assert lines[0].split()[1] != "1"    # our parent is the server, not init
+    assert lines[1] == "sandbox"
+    assert lines[2] == "space-agent"
+    assert lines[3:6] == ["tmpfs", "tmpfs", "devpts"]
+    assert lines[6] == "1777"
+    assert lines[7] == "ptmx"
+    assert lines[8] == "/run/e2b"
+    assert "/usr/bin" in lines[9]
+    # PTYs come from the fresh devpts instance
+    res = envd.run("/usr/bin/tty", pty=(80, 24))
+    assert res.pty.strip().startswith(b"/dev/pts/")
+    assert res.end["exited"] is True
+
+
+def test_pid1_reaps_orphans_and_restarts_server(init_agent):
+    envd = Envd(init_agent.url)
+    # an orphan re-parented to PID 1 must be reaped, not left a zombie
+    envd.sh("(sleep 0.2 &) ; true")
+    time.sleep(0.6)
+    res = envd.sh("ps -eo stat= | grep -c '^Z' || true")
+    assert res.stdout.strip() == b"0"
+    # the server dies; init starts a new one, which prints a new listening line
+    s = envd.start("/bin/sh", ["-c", "sleep 0.2; kill -9 $PPID"])
+    next(s)
+    url = init_agent.wait_listening()
+    s.close()
+    res = Envd(url).sh("echo back")
+    assert res.stdout == b"back\n"
