@@ -56,6 +56,8 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
+#include "filesystem.pb-c.h"
+#include "process.pb-c.h"
 
 #define AGENT_DEFAULT_LISTEN "0.0.0.0:49983"
 #define AGENT_HTTP_TIMEOUT_SEC 120
@@ -67,24 +69,35 @@ static const char *arg_e2b_dir = NULL;
 static uint64_t arg_max_upload = AGENT_DEFAULT_MAX_UPLOAD;
 static bool arg_pid1 = false;
 
+/* The Connect procedures we serve, with their protobuf types for the binary codec. */
+#define PROC(name, streaming, handler, in, out)                                                    \
+    { "/process.Process/" name, streaming, handler, &process__##in##__descriptor,                  \
+      &process__##out##__descriptor }
+#define FS(name, streaming, handler, in, out)                                                      \
+    { "/filesystem.Filesystem/" name, streaming, handler, &filesystem__##in##__descriptor,         \
+      &filesystem__##out##__descriptor }
 static const struct rpc_method rpc_methods[] = {
-    { "/process.Process/Start", true, process_rpc_start, NULL, NULL },
-    { "/process.Process/Connect", true, process_rpc_connect, NULL, NULL },
-    { "/process.Process/List", false, process_rpc_list, NULL, NULL },
-    { "/process.Process/SendInput", false, process_rpc_send_input, NULL, NULL },
-    { "/process.Process/SendSignal", false, process_rpc_send_signal, NULL, NULL },
-    { "/process.Process/CloseStdin", false, process_rpc_close_stdin, NULL, NULL },
-    { "/process.Process/Update", false, process_rpc_update, NULL, NULL },
-    { "/process.Process/StreamInput", true, process_rpc_stream_input, NULL, NULL },
-    { "/filesystem.Filesystem/Stat", false, fs_rpc_stat, NULL, NULL },
-    { "/filesystem.Filesystem/ListDir", false, fs_rpc_list_dir, NULL, NULL },
-    { "/filesystem.Filesystem/MakeDir", false, fs_rpc_make_dir, NULL, NULL },
-    { "/filesystem.Filesystem/Move", false, fs_rpc_move, NULL, NULL },
-    { "/filesystem.Filesystem/Remove", false, fs_rpc_remove, NULL, NULL },
-    { "/filesystem.Filesystem/WatchDir", true, watch_rpc_watch_dir, NULL, NULL },
-    { "/filesystem.Filesystem/CreateWatcher", false, watch_rpc_create_watcher, NULL, NULL },
-    { "/filesystem.Filesystem/GetWatcherEvents", false, watch_rpc_get_watcher_events, NULL, NULL },
-    { "/filesystem.Filesystem/RemoveWatcher", false, watch_rpc_remove_watcher, NULL, NULL },
+    PROC("Start", true, process_rpc_start, start_request, start_response),
+    PROC("Connect", true, process_rpc_connect, connect_request, connect_response),
+    PROC("List", false, process_rpc_list, list_request, list_response),
+    PROC("SendInput", false, process_rpc_send_input, send_input_request, send_input_response),
+    PROC("SendSignal", false, process_rpc_send_signal, send_signal_request, send_signal_response),
+    PROC("CloseStdin", false, process_rpc_close_stdin, close_stdin_request, close_stdin_response),
+    PROC("Update", false, process_rpc_update, update_request, update_response),
+    PROC("StreamInput", true, process_rpc_stream_input, stream_input_request,
+         stream_input_response),
+    FS("Stat", false, fs_rpc_stat, stat_request, stat_response),
+    FS("ListDir", false, fs_rpc_list_dir, list_dir_request, list_dir_response),
+    FS("MakeDir", false, fs_rpc_make_dir, make_dir_request, make_dir_response),
+    FS("Move", false, fs_rpc_move, move_request, move_response),
+    FS("Remove", false, fs_rpc_remove, remove_request, remove_response),
+    FS("WatchDir", true, watch_rpc_watch_dir, watch_dir_request, watch_dir_response),
+    FS("CreateWatcher", false, watch_rpc_create_watcher, create_watcher_request,
+       create_watcher_response),
+    FS("GetWatcherEvents", false, watch_rpc_get_watcher_events, get_watcher_events_request,
+       get_watcher_events_response),
+    FS("RemoveWatcher", false, watch_rpc_remove_watcher, remove_watcher_request,
+       remove_watcher_response),
 };
 
 static void reply_unauthorized(struct evhttp_request *req)

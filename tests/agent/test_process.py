@@ -396,3 +396,24 @@ def test_many_concurrent_processes(envd):
     for i, s in enumerate(streams):
         res = collect(s)
         assert res.stdout == f"{i}\n".encode()
+
+
+def test_no_fd_leaks(agent, envd, tmp_path):
+    def fds():
+        return len(os.listdir(f"/proc/{agent.proc.pid}/fd"))
+    envd.sh("true")
+    base = fds()
+    for _ in range(10):
+        envd.sh("echo x; echo y >&2")
+        s = envd.start("/bin/cat", stdin=True)
+        pid = next(s)["event"]["start"]["pid"]
+        s.close()  # client goes away mid-stream
+        envd.unary("process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+        envd.run("/bin/sh", ["-c", "tty"], pty=(80, 24))
+        w = envd.stream("filesystem.Filesystem/WatchDir", {"path": str(tmp_path)})
+        next(w)
+        w.close()
+        code, body = envd.unary("filesystem.Filesystem/CreateWatcher", {"path": str(tmp_path)})
+        envd.unary("filesystem.Filesystem/RemoveWatcher", {"watcherId": body["watcherId"]})
+    envd.session.close()
+    wait_for(lambda: fds() <= base + 1, timeout=10)
