@@ -4,11 +4,12 @@
  * over QMP. KVM where it can run an ordinary guest, TCG otherwise
  * (runtime_detect_accel()).
  *
- * QEMU is started with -daemonize: the process we spawn exits once QEMU is
- * fully initialised (QMP socket listening), with QEMU's own error on stderr
- * otherwise. The daemon itself is re-parented to space-node (a child
- * subreaper), and survives a crash of space-node so a restarted node can
- * re-attach by pidfile (attach()). We hold a pidfd, never a bare pid, so a
+ QEMU is our direct child, in its own session (so a signal to the CLI's
+ * process group cannot reach it); boot() returns once its QMP socket answers,
+ * or fails with QEMU's own error in qemu.log. We do not use -daemonize: its
+ * intermediate process would become an unreaped zombie of ours. QEMU
+ * survives a crash of space-node, and a restarted node re-attaches by the
+ * pidfile we write (attach()). We hold a pidfd, never a bare pid, so a
  * recycled pid can never be signalled.
  *
  * Per sandbox dir: qemu.pid, qmp.sock, console.log (serial), qemu.log (stderr).
@@ -144,9 +145,33 @@ static int qemu_vm_open_pid(struct qemu_vm *vm)
     return 0;
 }
 
+static int qemu_stop(struct runtime_vm *base);
+static bool wait_exit(int pidfd, usec_t timeout);
+
+/* Waits until QEMU's QMP socket answers, or QEMU exits (then its error is in qemu.log). */
+static int qemu_wait_qmp(struct qemu_vm *vm, const char *path)
+{
+    usec_t deadline = now_monotonic() + 10 * USEC_PER_SEC;
+
+    for (;;) {
+        struct qmp *q = NULL;
+        if (access(path, F_OK) == 0 && qmp_open(path, QMP_TIMEOUT, &q) >= 0) {
+            qmp_close(q);
+            return 0;
+        }
+        if (wait_exit(vm->pidfd, 5 * USEC_PER_MSEC)) {
+            return -EIO;
+        }
+        if (now_monotonic() >= deadline) {
+            return -ETIMEDOUT;
+        }
+    }
+}
+
 static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
 {
-    char machine[256], memory[32], smp[16], append[2048], console[PATH_MAX + 64],
+    char machine[256], memory[32], smp[16], append[2048], console[PATH_MAX + 64], pidtext[32],
+        qmp_path[PATH_MAX],
         pidfile[PATH_MAX], qmp[PATH_MAX + 64], drive[PATH_MAX + 64], netdev[128], netdevice[128],
         logpath[PATH_MAX];
     struct qemu_vm *vm = NULL;
@@ -179,6 +204,7 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
         snprintf(drive, sizeof(drive), "id=root,file=%s,format=raw,if=none,cache=unsafe",
                  cfg->rootfs) >= (int)sizeof(drive) ||
         path_in(pidfile, sizeof(pidfile), cfg->dir, "qemu.pid") < 0 ||
+        path_in(qmp_path, sizeof(qmp_path), cfg->dir, "qmp.sock") < 0 ||
         path_in(logpath, sizeof(logpath), cfg->dir, "qemu.log") < 0) {
         r = -ENAMETOOLONG;
         goto fail;
@@ -199,7 +225,6 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
         "-drive", drive, "-device", "virtio-blk-device,drive=root",
         "-netdev", netdev, "-device", netdevice,
         "-device", "virtio-rng-device",
-        "-daemonize", "-pidfile", pidfile,
         NULL,
     };
 
@@ -221,13 +246,21 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
     if (r < 0) {
         goto fail;
     }
-    r = spawn_wait(pid);
-    if (r != 0) {
-        r = r > 0 ? -EIO : r; /* QEMU said why in qemu.log */
+    vm->pid = pid;
+    vm->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (vm->pidfd < 0) {
+        r = -errno;
+        (void)kill(pid, SIGKILL);
+        (void)waitpid(pid, NULL, 0);
         goto fail;
     }
-    r = qemu_vm_open_pid(vm);
+    snprintf(pidtext, sizeof(pidtext), "%d\n", (int)pid);
+    r = write_file_atomic(pidfile, pidtext, strlen(pidtext));
+    if (r >= 0) {
+        r = qemu_wait_qmp(vm, qmp_path);
+    }
     if (r < 0) {
+        (void)qemu_stop(&vm->base);
         goto fail;
     }
     close_safe(netns_fd);

@@ -181,7 +181,11 @@ def test_crash_and_restart_leaves_nothing():
         # Crash in the middle of a create: the node dies while QEMU boots.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             pending = pool.submit(lambda: n.call("POST", "/v1/sandboxes", {}))
-            time.sleep(1.5)
+            sandboxes = os.path.join(n.data, "sandboxes")
+            deadline = time.monotonic() + 30
+            while len(os.listdir(sandboxes)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.3)  # inside clone / network / QEMU start / boot
             n.crash()
             with pytest.raises(Exception):
                 pending.result()
