@@ -103,49 +103,67 @@ static int parse_pty(const json_t *pty, uint16_t *cols, uint16_t *rows)
     return 0;
 }
 
-void process_rpc_start(struct rpc_call *call)
+int process_rpc_parse_start(const json_t *msg, struct start_request *ret, const char **ret_error)
 {
-    struct agent *a = call->agent;
-    json_t *process = NULL, *args = NULL, *envs = NULL, *pty = NULL, *config = NULL;
-    const char *cmd = NULL, *cwd = NULL, *tag = NULL;
-    struct launch_params sp = { 0 };
-    struct user *u = NULL;
-    char *dir = NULL, **argv = NULL, **envp = NULL;
-    struct proc *p = NULL;
-    bool stdin_on = true;
-    struct stat st;
+    struct start_request sr = { .stdin_on = true };
+    json_t *process = NULL, *args = NULL, *envs = NULL, *pty = NULL;
     long nargs;
-    int r;
 
-    if (json_util_get_object(call->msg, "process", NULL, &process) < 0 ||
-        json_util_get_string(process, "cmd", NULL, &cmd) < 0 || !*cmd ||
-        json_util_get_array(process, "args", NULL, &args) == -EINVAL ||
+    if (json_util_get_object(msg, "process", NULL, &process) < 0 ||
+        json_util_get_string(process, "cmd", NULL, &sr.cmd) < 0 || !*sr.cmd) {
+        *ret_error = "invalid start request: process.cmd is required";
+        return -EINVAL;
+    }
+    if (json_util_get_array(process, "args", NULL, &args) == -EINVAL ||
         json_util_get_object(process, "envs", NULL, &envs) == -EINVAL ||
-        json_util_get_string(process, "cwd", NULL, &cwd) == -EINVAL ||
-        json_util_get_object(call->msg, "pty", NULL, &pty) == -EINVAL ||
-        json_util_get_string(call->msg, "tag", NULL, &tag) == -EINVAL ||
-        json_util_get_bool(call->msg, "stdin", NULL, &stdin_on) == -EINVAL) {
-        rpc_fail(call, CONNECT_INVALID_ARGUMENT, "invalid start request: process.cmd is required");
-        goto out;
+        json_util_get_string(process, "cwd", NULL, &sr.cwd) == -EINVAL ||
+        json_util_get_object(msg, "pty", NULL, &pty) == -EINVAL ||
+        json_util_get_string(msg, "tag", NULL, &sr.tag) == -EINVAL ||
+        json_util_get_bool(msg, "stdin", NULL, &sr.stdin_on) == -EINVAL) {
+        *ret_error = "invalid start request: a field has the wrong type";
+        return -EINVAL;
     }
     nargs = check_args(args);
     if (nargs < 0 || check_envs(envs) < 0) {
-        rpc_fail(call, CONNECT_INVALID_ARGUMENT, "invalid process args or envs");
-        goto out;
+        *ret_error = "invalid process args or envs";
+        return -EINVAL;
     }
-    sp.pty = pty != NULL;
-    if (pty && parse_pty(pty, &sp.cols, &sp.rows) < 0) {
-        rpc_fail(call, CONNECT_INVALID_ARGUMENT, "invalid pty size");
-        goto out;
+    sr.pty = pty != NULL;
+    if (pty && parse_pty(pty, &sr.cols, &sr.rows) < 0) {
+        *ret_error = "invalid pty size";
+        return -EINVAL;
     }
+    sr.args = args;
+    sr.n_args = (size_t)nargs;
+    sr.envs = envs;
+    *ret = sr;
+    return 0;
+}
 
+void process_rpc_start(struct rpc_call *call)
+{
+    struct agent *a = call->agent;
+    struct launch_params sp = { 0 };
+    struct start_request sr;
+    struct user *u = NULL;
+    json_t *config = NULL;
+    char *dir = NULL, **argv = NULL, **envp = NULL;
+    struct proc *p = NULL;
+    const char *error;
+    struct stat st;
+    int r;
+
+    if (process_rpc_parse_start(call->msg, &sr, &error) < 0) {
+        rpc_fail(call, CONNECT_INVALID_ARGUMENT, "%s", error);
+        return;
+    }
     r = auth_request_user(a, call->req, &u);
     if (r < 0) {
         rpc_fail(call, r == -ENOMEM ? CONNECT_RESOURCE_EXHAUSTED : CONNECT_UNAUTHENTICATED,
                  "invalid user");
         goto out;
     }
-    r = user_resolve_path(u, cwd, a->default_workdir, &dir);
+    r = user_resolve_path(u, sr.cwd, a->default_workdir, &dir);
     if (r < 0) {
         rpc_fail_errno(call, r, "invalid cwd: %m");
         goto out;
@@ -158,34 +176,38 @@ void process_rpc_start(struct rpc_call *call)
         rpc_fail(call, CONNECT_INVALID_ARGUMENT, "cwd '%s' is not a directory", dir);
         goto out;
     }
-    r = user_build_env(u, a->path_env, a->env, envs, &envp);
+    r = user_build_env(u, a->path_env, a->env, sr.envs, &envp);
     if (r < 0) {
         rpc_fail_errno(call, r, "cannot build the environment: %m");
         goto out;
     }
-    argv = calloc((size_t)nargs + 2, sizeof(char *));
-    config = config_json(cmd, args, envs, cwd);
+    argv = calloc(sr.n_args + 2, sizeof(char *));
+    config = config_json(sr.cmd, sr.args, sr.envs, sr.cwd);
     if (!argv || !config) {
         rpc_fail(call, CONNECT_RESOURCE_EXHAUSTED, "out of memory");
         goto out;
     }
-    argv[0] = (char *)cmd;
-    for (long i = 0; i < nargs; i++) {
-        argv[i + 1] = (char *)json_string_value(json_array_get(args, (size_t)i));
+    argv[0] = (char *)sr.cmd;
+    for (size_t i = 0; i < sr.n_args; i++) {
+        argv[i + 1] = (char *)json_string_value(json_array_get(sr.args, i));
     }
 
     sp.user = u;
     sp.cwd = dir;
     sp.argv = argv;
     sp.envp = envp;
-    sp.stdin_pipe = stdin_on;
-    r = proc_spawn(a->procs, &sp, tag, config, call->timeout, &p);
+    sp.pty = sr.pty;
+    sp.cols = sr.cols;
+    sp.rows = sr.rows;
+    sp.stdin_pipe = sr.stdin_on;
+    r = proc_spawn(a->procs, &sp, sr.tag, config, call->timeout, &p);
     if (r < 0) {
+        /* envd reports start failures as invalid_argument; running out of something is not. */
         if (r == -ENOMEM || r == -EMFILE || r == -ENFILE || r == -EAGAIN) {
-            rpc_fail_errno(call, r, "cannot start '%s': %m", cmd);
+            rpc_fail_errno(call, r, "cannot start '%s': %m", sr.cmd);
         } else {
-            rpc_fail_errno(call, r, "error starting process '%s' in '%s': %m", cmd, dir);
-            /* envd reports every other start failure as invalid_argument. */
+            rpc_fail(call, CONNECT_INVALID_ARGUMENT, "error starting process '%s' in '%s': %s",
+                     sr.cmd, dir, strerror(-r));
         }
         goto out;
     }

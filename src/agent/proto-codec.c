@@ -227,7 +227,7 @@ static json_t *message_to_json(const ProtobufCMessage *m, int depth)
         json_name(f->name, name, sizeof(name));
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             size_t n = CMEMBER(size_t, m, f->quantifier_offset);
-            const char *arr = CMEMBER(const char *, m, f->offset);
+            const char *arr = CMEMBER(char *, m, f->offset);
             size_t sz = elem_size(f->type);
             bool map = f->type == PROTOBUF_C_TYPE_MESSAGE && is_map_entry(f->descriptor);
 
