@@ -4,7 +4,8 @@
  *
  *   GET    /health                        node status, accelerator
  *   GET    /v1/templates                  built templates
- *   POST   /v1/sandboxes                  {template, vcpus, memory_mb} -> 201 sandbox
+ *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?} -> 201 sandbox
+ *                                         (200 when `id` already runs here: idempotent)
  *   GET    /v1/sandboxes                  {sandboxes: [...]}
  *   GET    /v1/sandboxes/{id}             sandbox
  *   DELETE /v1/sandboxes/{id}             204
@@ -29,63 +30,13 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "node/manager.h"
+#include "shared/http-util.h"
 #include "shared/sandbox-id.h"
 
 #define HTTP_MAX_BODY (1u << 20)
 #define MAX_VCPUS 16
 #define MAX_MEMORY_MIB (64u * 1024)
 #define MIN_MEMORY_MIB 128
-
-static void reply_json(struct evhttp_request *req, int status, json_t *body)
-{
-    struct evbuffer *out = evbuffer_new();
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-
-    json_decref(body);
-    if (out && text) {
-        evbuffer_add(out, text, strlen(text));
-        evbuffer_add(out, "\n", 1);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                          "application/json");
-    }
-    evhttp_send_reply(req, status, NULL, text ? out : NULL);
-    free(text);
-    if (out) {
-        evbuffer_free(out);
-    }
-}
-
-static void reply_error(struct evhttp_request *req, int status, const char *fmt, ...)
-    _printf_(3, 4);
-static void reply_error(struct evhttp_request *req, int status, const char *fmt, ...)
-{
-    char msg[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    reply_json(req, status, json_pack("{s:i, s:s}", "code", status, "message", msg));
-}
-
-/* Parses the request body as a JSON object; replies 400 and returns NULL otherwise. */
-static json_t *body_json(struct evhttp_request *req)
-{
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    size_t len = evbuffer_get_length(in);
-    json_error_t err;
-    json_t *j;
-
-    if (len == 0) {
-        return json_object();
-    }
-    j = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &err);
-    if (!j || !json_is_object(j)) {
-        json_decref(j);
-        reply_error(req, 400, "request body is not a JSON object: %s", err.text);
-        return NULL;
-    }
-    return j;
-}
 
 static json_t *vm_to_json(const struct vm *vm)
 {
@@ -106,7 +57,7 @@ static json_t *vm_to_json(const struct vm *vm)
 
 static void handle_health(struct manager *m, struct evhttp_request *req)
 {
-    reply_json(req, 200,
+    http_util_reply_json(req, 200,
                json_pack("{s:s, s:s, s:s, s:s, s:i}", "status", "ok", "version", SPACE_VERSION,
                          "runtime", m->host.runtime->name, "accel",
                          runtime_accel_to_string(m->host.accel), "sandboxes", (int)m->n_vms));
@@ -141,7 +92,7 @@ static void handle_templates(struct manager *m, struct evhttp_request *req)
     if (d) {
         closedir(d);
     }
-    reply_json(req, 200, json_pack("{s:o}", "templates", list));
+    http_util_reply_json(req, 200, json_pack("{s:o}", "templates", list));
 }
 
 /* ---- POST /v1/sandboxes ---- */
@@ -167,13 +118,13 @@ static void create_done(void *p)
     if (j->r < 0) {
         log_sandbox_error_errno(j->vm->id, j->r, "create failed: %s", j->error ? j->error : "");
         manager_remove(j->m, j->vm);
-        reply_error(j->req, j->r == -ETIMEDOUT ? 504 : 500, "cannot create sandbox: %s",
+        http_util_reply_error(j->req, j->r == -ETIMEDOUT ? 504 : 500, "cannot create sandbox: %s",
                     j->error ? j->error : strerror(-j->r));
         vm_free(j->vm);
     } else {
         log_sandbox_info(j->vm->id, "created from template '%s' in %.1f ms", j->vm->template_name,
                          j->vm->timing.total / 1000.0);
-        reply_json(j->req, 201, vm_to_json(j->vm));
+        http_util_reply_json(j->req, 201, vm_to_json(j->vm));
     }
     free(j->error);
     free(j);
@@ -188,7 +139,7 @@ static int body_uint(struct evhttp_request *req, json_t *body, const char *key, 
         return 0;
     }
     if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
-        reply_error(req, 400, "'%s' must be an integer between %u and %u", key, min, max);
+        http_util_reply_error(req, 400, "'%s' must be an integer between %u and %u", key, min, max);
         return -EINVAL;
     }
     *value = (unsigned)json_integer_value(v);
@@ -199,19 +150,21 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
 {
     const char *template_name = "base";
     unsigned vcpus = m->default_vcpus, memory = m->default_memory_mib;
+    const char *id = NULL;
+    struct vm *existing;
     char tdir[PATH_MAX];
     struct create_job *j = NULL;
     struct vm *vm = NULL;
     json_t *body;
     int r;
 
-    body = body_json(req);
+    body = http_util_body_json(req);
     if (!body) {
         return;
     }
     json_t *t = json_object_get(body, "template");
     if (t && !json_is_string(t)) {
-        reply_error(req, 400, "'template' must be a string");
+        http_util_reply_error(req, 400, "'template' must be a string");
         goto out;
     }
     if (t) {
@@ -222,31 +175,58 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         goto out;
     }
     if (!template_name_is_valid(template_name)) {
-        reply_error(req, 400, "invalid template name '%s'", template_name);
+        http_util_reply_error(req, 400, "invalid template name '%s'", template_name);
+        goto out;
+    }
+    /* A caller-chosen id makes create idempotent: the control plane re-runs it after a crash. */
+    json_t *jid = json_object_get(body, "id");
+    if (jid && (!json_is_string(jid) || !sandbox_id_is_valid(json_string_value(jid)))) {
+        http_util_reply_error(req, 400, "'id' must be %d characters of [a-z0-9]", SANDBOX_ID_LEN);
+        goto out;
+    }
+    id = jid ? json_string_value(jid) : NULL;
+    json_t *init = json_object_get(body, "init");
+    if (init && !json_is_object(init)) {
+        http_util_reply_error(req, 400, "'init' must be an object");
+        goto out;
+    }
+    if (id && (existing = manager_find(m, id))) {
+        if (existing->state == VM_RUNNING) {
+            http_util_reply_json(req, 200, vm_to_json(existing));
+        } else {
+            http_util_reply_error(req, 409, "sandbox '%s' is %s", id,
+                                  vm_state_to_string(existing->state));
+        }
         goto out;
     }
     if (vm_template_dir(&m->host, template_name, tdir, sizeof(tdir)) < 0) {
-        reply_error(req, 404, "template '%s' not found", template_name);
+        http_util_reply_error(req, 404, "template '%s' not found", template_name);
         goto out;
     }
     if (m->n_vms >= m->max_sandboxes) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
-        reply_error(req, 503, "this node is at capacity (%u sandboxes)", m->max_sandboxes);
+        http_util_reply_error(req, 503, "this node is at capacity (%u sandboxes)", m->max_sandboxes);
         goto out;
     }
-    r = vm_new(template_name, vcpus, memory, &vm);
+    r = vm_new(id, template_name, vcpus, memory, &vm);
+    if (r >= 0 && init) {
+        vm->init_json = json_dumps(init, JSON_COMPACT);
+        r = vm->init_json ? 0 : -ENOMEM;
+    }
     if (r >= 0) {
         r = manager_add(m, vm);
+    } else {
+        vm = vm_free(vm);
     }
     j = calloc(1, sizeof(*j));
     if (r < 0 || !j) {
-        reply_error(req, 500, "cannot create sandbox: %s", strerror(r < 0 ? -r : ENOMEM));
+        http_util_reply_error(req, 500, "cannot create sandbox: %s", strerror(r < 0 ? -r : ENOMEM));
         goto fail;
     }
     *j = (struct create_job){ .m = m, .req = req, .vm = vm };
     r = manager_run_job(m, create_work, create_done, j);
     if (r < 0) {
-        reply_error(req, 500, "cannot start worker: %s", strerror(-r));
+        http_util_reply_error(req, 500, "cannot start worker: %s", strerror(-r));
         goto fail;
     }
     goto out;
@@ -282,7 +262,7 @@ static void kill_done(void *p)
     manager_remove(j->m, j->vm);
     log_sandbox_info(j->vm->id, "killed");
     if (j->r < 0) {
-        reply_error(j->req, 500, "sandbox stopped but cleanup failed: %s", strerror(-j->r));
+        http_util_reply_error(j->req, 500, "sandbox stopped but cleanup failed: %s", strerror(-j->r));
     } else {
         evhttp_send_reply(j->req, 204, NULL, NULL);
     }
@@ -297,16 +277,16 @@ static void handle_kill(struct manager *m, struct evhttp_request *req, struct vm
     struct kill_job *j;
 
     if (vm->state == VM_CREATING) {
-        reply_error(req, 409, "sandbox '%s' is still being created", vm->id);
+        http_util_reply_error(req, 409, "sandbox '%s' is still being created", vm->id);
         return;
     }
     if (vm->state != VM_RUNNING) {
-        reply_error(req, 404, "sandbox '%s' not found", vm->id);
+        http_util_reply_error(req, 404, "sandbox '%s' not found", vm->id);
         return;
     }
     j = calloc(1, sizeof(*j));
     if (!j) {
-        reply_error(req, 500, "out of memory");
+        http_util_reply_error(req, 500, "out of memory");
         return;
     }
     *j = (struct kill_job){ .m = m, .req = req, .vm = vm };
@@ -314,7 +294,7 @@ static void handle_kill(struct manager *m, struct evhttp_request *req, struct vm
     if (manager_run_job(m, kill_work, kill_done, j) < 0) {
         vm->state = VM_RUNNING;
         free(j);
-        reply_error(req, 500, "cannot start worker");
+        http_util_reply_error(req, 500, "cannot start worker");
     }
 }
 
@@ -357,13 +337,13 @@ static void exec_done(void *p)
 
     vm->busy--;
     if (j->r == -ENOENT || vm->state != VM_RUNNING) {
-        reply_error(j->req, 404, "sandbox '%s' not found", vm->id);
+        http_util_reply_error(j->req, 404, "sandbox '%s' not found", vm->id);
     } else if (j->r == -EINVAL) {
-        reply_error(j->req, 400, "%s", j->result.error ? j->result.error : "invalid command");
+        http_util_reply_error(j->req, 400, "%s", j->result.error ? j->result.error : "invalid command");
     } else if (j->r == -ETIMEDOUT) {
-        reply_error(j->req, 504, "command did not finish in time");
+        http_util_reply_error(j->req, 504, "command did not finish in time");
     } else if (j->r < 0) {
-        reply_error(j->req, 502, "agent error: %s%s%s", strerror(-j->r),
+        http_util_reply_error(j->req, 502, "agent error: %s%s%s", strerror(-j->r),
                     j->result.error ? ": " : "", j->result.error ? j->result.error : "");
     } else {
         json_t *res = json_pack("{s:i, s:b, s:o, s:o}", "exit_code", j->result.exit_code,
@@ -376,7 +356,7 @@ static void exec_done(void *p)
         if (res && j->result.error) {
             json_object_set_new(res, "error", json_string(j->result.error));
         }
-        reply_json(j->req, res ? 200 : 500, res);
+        http_util_reply_json(j->req, res ? 200 : 500, res);
     }
     if (vm->state == VM_KILLED && vm->busy == 0) {
         vm_free(vm); /* killed while we ran: the kill left the free to us */
@@ -421,39 +401,39 @@ static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm
     size_t i = 0;
 
     if (vm->state != VM_RUNNING) {
-        reply_error(req, vm->state == VM_CREATING ? 409 : 404, "sandbox '%s' is %s", vm->id,
+        http_util_reply_error(req, vm->state == VM_CREATING ? 409 : 404, "sandbox '%s' is %s", vm->id,
                     vm->state == VM_CREATING ? "still being created" : "not running");
         return;
     }
-    body = body_json(req);
+    body = http_util_body_json(req);
     if (!body) {
         return;
     }
     j = calloc(1, sizeof(*j));
     if (!j) {
-        reply_error(req, 500, "out of memory");
+        http_util_reply_error(req, 500, "out of memory");
         json_decref(body);
         return;
     }
     *j = (struct exec_job){ .m = m, .req = req, .vm = vm, .body = body };
     j->request.cmd = json_string_value(json_object_get(body, "cmd"));
     if (!j->request.cmd || !*j->request.cmd) {
-        reply_error(req, 400, "'cmd' must be a non-empty string");
+        http_util_reply_error(req, 400, "'cmd' must be a non-empty string");
         goto fail;
     }
     if (string_vector(json_object_get(body, "args"), &j->args) < 0) {
-        reply_error(req, 400, "'args' must be an array of strings");
+        http_util_reply_error(req, 400, "'args' must be an array of strings");
         goto fail;
     }
     j->request.args = j->args;
     env = json_object_get(body, "env");
     if (env && !json_is_object(env)) {
-        reply_error(req, 400, "'env' must be an object of strings");
+        http_util_reply_error(req, 400, "'env' must be an object of strings");
         goto fail;
     }
     j->env = calloc(json_object_size(env) + 1, sizeof(char *));
     if (!j->env) {
-        reply_error(req, 500, "out of memory");
+        http_util_reply_error(req, 500, "out of memory");
         goto fail;
     }
     /* Each KEY=VALUE is stored back into the body so the body owns it. */
@@ -464,7 +444,7 @@ static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm
         char *kv = NULL;
         if (!json_is_string(value) || !*key || strchr(key, '=') ||
             asprintf(&kv, "%s=%s", key, json_string_value(value)) < 0) {
-            reply_error(req, 400, "'env' must map names (without '=') to strings");
+            http_util_reply_error(req, 400, "'env' must map names (without '=') to strings");
             goto fail;
         }
         json_array_append_new(pairs, json_string(kv));
@@ -477,12 +457,12 @@ static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm
     j->request.user = json_string_value(json_object_get(body, "user"));
     if (j->request.user && (!*j->request.user || strlen(j->request.user) > 64 ||
                             strpbrk(j->request.user, ":\r\n"))) {
-        reply_error(req, 400, "invalid user name");
+        http_util_reply_error(req, 400, "invalid user name");
         goto fail;
     }
     timeout = json_object_get(body, "timeout_ms");
     if (timeout && (!json_is_integer(timeout) || json_integer_value(timeout) < 0)) {
-        reply_error(req, 400, "'timeout_ms' must be a non-negative integer");
+        http_util_reply_error(req, 400, "'timeout_ms' must be a non-negative integer");
         goto fail;
     }
     j->request.timeout_ms = timeout ? (uint64_t)json_integer_value(timeout) : 0;
@@ -490,7 +470,7 @@ static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm
     vm->busy++;
     if (manager_run_job(m, exec_work, exec_done, j) < 0) {
         vm->busy--;
-        reply_error(req, 500, "cannot start worker");
+        http_util_reply_error(req, 500, "cannot start worker");
         goto fail;
     }
     return;
@@ -512,11 +492,11 @@ static void dispatch(struct evhttp_request *req, void *userdata)
     const char *rest;
 
     if (!path) {
-        reply_error(req, 400, "invalid request URI");
+        http_util_reply_error(req, 400, "invalid request URI");
         return;
     }
     if (m->stopping) {
-        reply_error(req, 503, "node is shutting down");
+        http_util_reply_error(req, 503, "node is shutting down");
         return;
     }
     if (strcmp(path, "/health") == 0 && method == EVHTTP_REQ_GET) {
@@ -535,9 +515,9 @@ static void dispatch(struct evhttp_request *req, void *userdata)
             for (size_t i = 0; i < m->n_vms; i++) {
                 json_array_append_new(list, vm_to_json(m->vms[i]));
             }
-            reply_json(req, 200, json_pack("{s:o}", "sandboxes", list));
+            http_util_reply_json(req, 200, json_pack("{s:o}", "sandboxes", list));
         } else {
-            reply_error(req, 405, "method not allowed");
+            http_util_reply_error(req, 405, "method not allowed");
         }
         return;
     }
@@ -545,33 +525,33 @@ static void dispatch(struct evhttp_request *req, void *userdata)
         const char *p = path + 14;
         size_t n = strcspn(p, "/");
         if (n != SANDBOX_ID_LEN) {
-            reply_error(req, 400, "invalid sandbox id '%.*s'", (int)MIN(n, (size_t)64), p);
+            http_util_reply_error(req, 400, "invalid sandbox id '%.*s'", (int)MIN(n, (size_t)64), p);
             return;
         }
         memcpy(id, p, n);
         id[n] = '\0';
         rest = p + n;
         if (!sandbox_id_is_valid(id)) {
-            reply_error(req, 400, "invalid sandbox id '%s'", id);
+            http_util_reply_error(req, 400, "invalid sandbox id '%s'", id);
             return;
         }
         struct vm *vm = manager_find(m, id);
         if (!vm) {
-            reply_error(req, 404, "sandbox '%s' not found", id);
+            http_util_reply_error(req, 404, "sandbox '%s' not found", id);
             return;
         }
         if (*rest == '\0' && method == EVHTTP_REQ_GET) {
-            reply_json(req, 200, vm_to_json(vm));
+            http_util_reply_json(req, 200, vm_to_json(vm));
         } else if (*rest == '\0' && method == EVHTTP_REQ_DELETE) {
             handle_kill(m, req, vm);
         } else if (strcmp(rest, "/exec") == 0 && method == EVHTTP_REQ_POST) {
             handle_exec(m, req, vm);
         } else {
-            reply_error(req, 404, "no route for %s", path);
+            http_util_reply_error(req, 404, "no route for %s", path);
         }
         return;
     }
-    reply_error(req, 404, "no route for %s", path);
+    http_util_reply_error(req, 404, "no route for %s", path);
 }
 
 int http_api_register(struct manager *m)

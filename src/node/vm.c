@@ -54,22 +54,27 @@ enum vm_state vm_state_from_string(const char *s)
     return _VM_STATE_INVALID;
 }
 
-int vm_new(const char *template_name, unsigned vcpus, unsigned memory_mib, struct vm **ret)
+int vm_new(const char *id, const char *template_name, unsigned vcpus, unsigned memory_mib,
+           struct vm **ret)
 {
     struct vm *vm;
     int r;
 
-    if (!template_name_is_valid(template_name)) {
+    if (!template_name_is_valid(template_name) || (id && !sandbox_id_is_valid(id))) {
         return -EINVAL;
     }
     vm = calloc(1, sizeof(*vm));
     if (!vm) {
         return -ENOMEM;
     }
-    r = sandbox_id_new(vm->id);
-    if (r < 0) {
-        free(vm);
-        return r;
+    if (id) {
+        memcpy(vm->id, id, SANDBOX_ID_LEN + 1);
+    } else {
+        r = sandbox_id_new(vm->id);
+        if (r < 0) {
+            free(vm);
+            return r;
+        }
     }
     snprintf(vm->template_name, sizeof(vm->template_name), "%s", template_name);
     vm->vcpus = vcpus;
@@ -84,6 +89,7 @@ struct vm *vm_free(struct vm *vm)
 {
     if (vm) {
         runtime_vm_free(vm->rt);
+        free(vm->init_json);
         free(vm);
     }
     return NULL;
@@ -209,6 +215,28 @@ static int vm_probe_agent(struct vm *vm, usec_t timeout)
     return status >= 200 && status < 300 ? 0 : -EPROTO;
 }
 
+/* POST /init to the agent: sandbox env, access token, default user, clock (envd's /init). */
+static int vm_post_init(struct vm *vm)
+{
+    const char *headers[] = { "Content-Type: application/json", NULL };
+    struct http_request req = { .method = "POST", .path = "/init", .headers = headers,
+                                .body = vm->init_json, .body_len = strlen(vm->init_json) };
+    int fd = -EBADF, status = 0;
+    int r;
+
+    r = runtime_connect(vm->rt, AGENT_PORT, 2 * USEC_PER_SEC, &fd);
+    if (r < 0) {
+        return r;
+    }
+    r = http_client_request(fd, &req, now_monotonic() + 10 * USEC_PER_SEC, &status, NULL, NULL,
+                            NULL);
+    close_safe(fd);
+    if (r < 0) {
+        return r;
+    }
+    return status >= 200 && status < 300 ? 0 : -EPROTO;
+}
+
 static int vm_wait_ready(const struct vm_host *host, struct vm *vm)
 {
     usec_t deadline = now_monotonic() + host->ready_timeout;
@@ -290,6 +318,14 @@ int vm_create(const struct vm_host *host, struct vm *vm, char **ret_error)
         goto fail;
     }
     vm->timing.boot = now_monotonic() - t;
+
+    if (vm->init_json) {
+        step = "initialise agent";
+        r = vm_post_init(vm);
+        if (r < 0) {
+            goto fail;
+        }
+    }
     vm->timing.total = now_monotonic() - t0;
 
     vm->state = VM_RUNNING;

@@ -56,19 +56,22 @@ struct vm {
     struct runtime_vm *rt;
     struct vm_timing timing;
     unsigned busy;     /* workers using this vm besides its owner (exec) */
+    char *init_json;   /* body for the agent's POST /init after boot (envd), or NULL */
 };
 
 #define AGENT_PORT 49983
 
-/* Allocates a vm with a fresh id in state CREATING. */
-int vm_new(const char *template_name, unsigned vcpus, unsigned memory_mib, struct vm **ret);
+/* Allocates a vm in state CREATING, with id (validated) or a fresh one when id is NULL. */
+int vm_new(const char *id, const char *template_name, unsigned vcpus, unsigned memory_mib,
+           struct vm **ret);
 struct vm *vm_free(struct vm *vm);
 
 /* Path of the template dir, or -ENOENT when the template is not built. */
 int vm_template_dir(const struct vm_host *host, const char *name, char *buf, size_t n);
 
 /*
- * Worker: clone disk, make the netslot, boot, wait for the agent. On failure
+ * Worker: clone disk, make the netslot, boot, wait for the agent, then send it
+ * vm->init_json (env, access token, default user) if set. On failure
  * everything made is removed again and *ret_error (may be NULL) gets a
  * message including the tail of the serial console (caller frees).
  */
