@@ -12,61 +12,16 @@
 #include "node/manager.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 
 #include "basic/log.h"
 #include "basic/macro.h"
-
-struct job_slot {
-    struct manager *m;
-    manager_job_fn work, done;
-    void *job;
-};
-
-static void job_done_cb(evutil_socket_t fd, short what, void *userdata)
-{
-    struct job_slot *slot = userdata;
-    slot->m->jobs_running--;
-    slot->done(slot->job);
-    free(slot);
-}
-
-static void *job_thread(void *userdata)
-{
-    struct job_slot *slot = userdata;
-    struct timeval now = { 0, 0 };
-
-    slot->work(slot->job);
-    if (event_base_once(slot->m->base, -1, EV_TIMEOUT, job_done_cb, slot, &now) < 0) {
-        /* Cannot happen short of OOM in libevent; losing the completion would wedge a request. */
-        abort();
-    }
-    return NULL;
-}
+#include "shared/event-util.h"
 
 int manager_run_job(struct manager *m, manager_job_fn work, manager_job_fn done, void *job)
 {
-    struct job_slot *slot = malloc(sizeof(*slot));
-    pthread_attr_t attr;
-    pthread_t t;
-    int r;
-
-    if (!slot) {
-        return -ENOMEM;
-    }
-    *slot = (struct job_slot){ .m = m, .work = work, .done = done, .job = job };
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    r = -pthread_create(&t, &attr, job_thread, slot);
-    pthread_attr_destroy(&attr);
-    if (r < 0) {
-        free(slot);
-        return r;
-    }
-    m->jobs_running++;
-    return 0;
+    return event_util_run_job(m->base, &m->jobs_running, work, done, job);
 }
 
 struct vm *manager_find(struct manager *m, const char *id)
