@@ -725,12 +725,67 @@ out:
     return status;
 }
 
-static json_t *upload_entry(const char *path)
+static json_t *upload_entry(const char *path, const json_t *metadata)
 {
     const char *name = strrchr(path, '/');
 
-    return json_pack("{s:s, s:s, s:s}", "name", name ? name + 1 : path, "path", path, "type",
-                     "file");
+    return json_pack("{s:s, s:s, s:s, s:O*}", "name", name ? name + 1 : path, "path", path, "type",
+                     "file", "metadata", json_object_size(metadata) ? metadata : NULL);
+}
+
+/*
+ * X-Metadata-<key>: <value> request headers as a JSON object, keys
+ * lowercased (envd >= 0.6.2). NULL when there are none. Returns -EINVAL
+ * past the limits in entry.h.
+ */
+static int request_metadata(struct evhttp_request *req, json_t **ret)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    struct evkeyval *h;
+    json_t *md = NULL;
+
+    TAILQ_FOREACH (h, in, next) {
+        char key[ENTRY_MAX_METADATA_KEY + 1];
+        size_t n;
+        if (strncasecmp(h->key, "X-Metadata-", 11) != 0) {
+            continue;
+        }
+        n = strlen(h->key + 11);
+        if (n == 0 || n > ENTRY_MAX_METADATA_KEY || strlen(h->value) > ENTRY_MAX_METADATA_VALUE) {
+            json_decref(md);
+            return -EINVAL;
+        }
+        for (size_t i = 0; i <= n; i++) {
+            key[i] = (char)tolower((unsigned char)h->key[11 + i]);
+        }
+        if (!md && !(md = json_object())) {
+            return -ENOMEM;
+        }
+        if (json_object_set_new(md, key, json_util_string_lossy(h->value, strlen(h->value))) < 0 ||
+            json_object_size(md) > ENTRY_MAX_METADATA) {
+            json_decref(md);
+            return -EINVAL;
+        }
+    }
+    *ret = md;
+    return 0;
+}
+
+/* Applies upload metadata; returns an HTTP status (200 on success). */
+static int apply_metadata(const char *path, const json_t *md, char *msg, size_t msg_size)
+{
+    int r;
+
+    if (!md) {
+        return 200;
+    }
+    r = entry_set_metadata(path, md);
+    if (r < 0) {
+        snprintf(msg, msg_size, "error writing file metadata: %s",
+                 r == -EOPNOTSUPP ? "not supported by the file system" : strerror(-r));
+        return r == -ENOSPC ? 507 : 500;
+    }
+    return 200;
 }
 
 static bool already_uploaded(const json_t *done, const char *path)
@@ -757,10 +812,16 @@ static void files_post(struct agent *a, struct evhttp_request *req, const struct
     struct multipart mp;
     struct multipart_part part = { 0 };
     struct user *u = NULL;
-    json_t *done = NULL;
+    json_t *done = NULL, *md = NULL;
     char *path = NULL, msg[512];
     int status = 200, r;
 
+    r = request_metadata(req, &md);
+    if (r < 0) {
+        reply_error(req, 400, "invalid X-Metadata headers (at most %d, keys up to %d bytes)",
+                    ENTRY_MAX_METADATA, ENTRY_MAX_METADATA_KEY);
+        goto out;
+    }
     r = auth_user_or_default(a, uname, &u);
     if (r < 0) {
         reply_error(req, 401, "error looking up user '%s': unknown user", uname ? uname : "");
@@ -794,11 +855,14 @@ static void files_post(struct agent *a, struct evhttp_request *req, const struct
             goto out;
         }
         status = store_file(u, path, body, evbuffer_get_length(body), msg, sizeof(msg));
+        if (status == 200) {
+            status = apply_metadata(path, md, msg, sizeof(msg));
+        }
         if (status != 200) {
             reply_error(req, status, "%s", msg);
             goto out;
         }
-        json_array_append_new(done, upload_entry(path));
+        json_array_append_new(done, upload_entry(path, md));
         reply_json(req, 200, TAKE_PTR(done));
         goto out;
     }
@@ -844,11 +908,14 @@ static void files_post(struct agent *a, struct evhttp_request *req, const struct
             goto out;
         }
         status = store_file(u, path, body, part.len, msg, sizeof(msg));
+        if (status == 200) {
+            status = apply_metadata(path, md, msg, sizeof(msg));
+        }
         if (status != 200) {
             reply_error(req, status, "%s", msg);
             goto out;
         }
-        if (json_array_append_new(done, upload_entry(path)) < 0) {
+        if (json_array_append_new(done, upload_entry(path, md)) < 0) {
             reply_error(req, 500, "out of memory");
             goto out;
         }
@@ -857,6 +924,7 @@ static void files_post(struct agent *a, struct evhttp_request *req, const struct
     reply_json(req, 200, TAKE_PTR(done));
 out:
     multipart_part_release(&part);
+    json_decref(md);
     json_decref(done);
     free(path);
     user_free(u);

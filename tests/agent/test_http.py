@@ -260,3 +260,23 @@ def test_unknown_paths(agent):
     assert r.status_code == 404 and r.json()["code"] == "unimplemented"
     r = requests.put(agent.url + "/files")
     assert r.status_code == 405
+
+
+def test_upload_metadata(agent, envd, tmp_path):
+    target = tmp_path / "m.txt"
+    r = requests.post(files_url(agent, path=str(target)), files={"file": ("m.txt", b"x")},
+                      headers={"X-Metadata-Team": "ai", "X-Metadata-Run-ID": "42"})
+    assert r.status_code == 200, r.text
+    assert r.json()[0]["metadata"] == {"team": "ai", "run-id": "42"}
+    assert os.getxattr(target, "user.team") == b"ai"
+    code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
+    assert body["entry"]["metadata"] == {"team": "ai", "run-id": "42"}
+    # new headers replace all existing metadata
+    r = requests.post(files_url(agent, path=str(target)), files={"file": ("m.txt", b"y")},
+                      headers={"X-Metadata-Other": "1"})
+    assert r.json()[0]["metadata"] == {"other": "1"}
+    code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
+    assert body["entry"]["metadata"] == {"other": "1"}
+    # without metadata headers the entry has no metadata field
+    r = requests.post(files_url(agent, path=str(tmp_path / "plain")), files={"file": ("p", b"")})
+    assert "metadata" not in r.json()[0]
