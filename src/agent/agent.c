@@ -137,6 +137,10 @@ static void route(struct evhttp_request *req, void *userdata)
         reply_unauthorized(req);
         return;
     }
+    if (strcmp(path, "/files/compose") == 0) {
+        files_http_compose(a, req);
+        return;
+    }
     if (strcmp(path, "/envs") == 0) {
         state_http_envs(a, req);
         return;

@@ -960,3 +960,179 @@ void files_http_handle(struct agent *a, struct evhttp_request *req)
 out:
     evhttp_clear_headers(&q);
 }
+
+/* --- compose ------------------------------------------------------------------------------- */
+
+#define FILES_MAX_COMPOSE 1000
+
+/*
+ * Appends src to fd with copy_file_range() (kernel-side; the loop is busy
+ * for as long as the copy takes, which is what envd's ReadFrom does too).
+ */
+static int append_file(int fd, const char *src)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int r = 0;
+
+    if (in < 0) {
+        return -errno;
+    }
+    for (;;) {
+        ssize_t n = copy_file_range(in, NULL, fd, NULL, 1 << 30, 0);
+        if (n == 0) {
+            break;
+        }
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            if (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP) {
+                /* Not supported between these files: copy by hand. */
+                char buf[FILES_CHUNK];
+                ssize_t k;
+                while ((k = read(in, buf, sizeof(buf))) > 0) {
+                    r = write_all(fd, buf, (size_t)k);
+                    if (r < 0) {
+                        break;
+                    }
+                }
+                if (k < 0) {
+                    r = -errno;
+                }
+                break;
+            }
+            r = -errno;
+            break;
+        }
+    }
+    close(in);
+    return r;
+}
+
+void files_http_compose(struct agent *a, struct evhttp_request *req)
+{
+    struct evbuffer *body = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(body);
+    json_t *msg = NULL, *sources = NULL, *v;
+    const char *dest_raw = NULL, *uname = NULL;
+    char **resolved = NULL, *dest = NULL, *tmp = NULL;
+    struct user *u = NULL;
+    struct strbuf sb = STRBUF_INIT;
+    size_t n = 0, i;
+    int fd = -EBADF, r;
+
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+        reply_error(req, 405, "method not allowed");
+        return;
+    }
+    if (len > 4 * 1024 * 1024) {
+        reply_error(req, 413, "request body too large");
+        return;
+    }
+    msg = len ? json_loadb((const char *)evbuffer_pullup(body, -1), len, 0, NULL) : NULL;
+    if (!json_is_object(msg) ||
+        json_util_get_array(msg, "source_paths", "sourcePaths", &sources) < 0 ||
+        json_util_get_string(msg, "destination", NULL, &dest_raw) < 0 ||
+        json_util_get_string(msg, "username", NULL, &uname) == -EINVAL) {
+        reply_error(req, 400, "invalid request body");
+        goto out;
+    }
+    n = json_array_size(sources);
+    if (n == 0 || n > FILES_MAX_COMPOSE || !*dest_raw) {
+        reply_error(req, 400, n == 0 ? "source_paths must not be empty" : "invalid request body");
+        goto out;
+    }
+    r = auth_user_or_default(a, uname, &u);
+    if (r < 0) {
+        reply_error(req, 401, "error looking up user '%s': unknown user", uname ? uname : "");
+        goto out;
+    }
+    if (user_resolve_path(u, dest_raw, a->default_workdir, &dest) < 0) {
+        reply_error(req, 400, "error resolving destination path");
+        goto out;
+    }
+    resolved = calloc(n + 1, sizeof(char *));
+    if (!resolved) {
+        reply_error(req, 500, "out of memory");
+        goto out;
+    }
+    json_array_foreach (sources, i, v) {
+        struct stat st;
+        if (!json_is_string(v) ||
+            user_resolve_path(u, json_string_value(v), a->default_workdir, &resolved[i]) < 0) {
+            reply_error(req, 400, "error resolving source path");
+            goto out;
+        }
+        if (strcmp(resolved[i], dest) == 0) {
+            reply_error(req, 400, "source path '%s' cannot be the same as destination",
+                        json_string_value(v));
+            goto out;
+        }
+        if (stat(resolved[i], &st) < 0) {
+            reply_error(req, 404, "source file not found: %s", json_string_value(v));
+            goto out;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            reply_error(req, 400, "source path is not a regular file: %s", json_string_value(v));
+            goto out;
+        }
+    }
+    {
+        char *parent = strdup(dest), *slash;
+        if (!parent) {
+            reply_error(req, 500, "out of memory");
+            goto out;
+        }
+        slash = strrchr(parent, '/');
+        slash[slash == parent ? 1 : 0] = '\0';
+        r = entry_mkdir_owned(parent, u->uid, u->gid);
+        free(parent);
+        if (r < 0) {
+            reply_error(req, 500, "error ensuring directories: %s", strerror(-r));
+            goto out;
+        }
+    }
+    /* Assemble next to the destination and rename, so a failure keeps any old file. */
+    if (strbuf_appendf(&sb, "%s.space-compose.%d.tmp", dest, (int)getpid()) < 0) {
+        reply_error(req, 500, "out of memory");
+        goto out;
+    }
+    tmp = sb.buf;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+    if (fd < 0) {
+        reply_error(req, errno == ENOSPC ? 507 : 500, "error creating destination file: %s",
+                    strerror(errno));
+        tmp = NULL;
+        goto out;
+    }
+    r = fchown(fd, u->uid, u->gid) < 0 ? -errno : 0;
+    for (i = 0; i < n && r >= 0; i++) {
+        r = append_file(fd, resolved[i]);
+    }
+    if (r >= 0 && close(fd) < 0) {
+        r = -errno;
+    }
+    fd = -EBADF;
+    if (r >= 0 && rename(tmp, dest) < 0) {
+        r = -errno;
+    }
+    if (r < 0) {
+        reply_error(req, r == -ENOSPC ? 507 : 500, "error composing file: %s", strerror(-r));
+        goto out;
+    }
+    tmp = NULL;
+    for (i = 0; i < n; i++) {
+        (void)unlink(resolved[i]);
+    }
+    reply_json(req, 200, upload_entry(dest, NULL));
+out:
+    close_safe(fd);
+    if (tmp) {
+        (void)unlink(tmp);
+    }
+    strbuf_release(&sb);
+    strv_free(resolved);
+    free(dest);
+    user_free(u);
+    json_decref(msg);
+}

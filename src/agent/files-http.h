@@ -11,6 +11,9 @@ struct evhttp_request;
 
 void files_http_handle(struct agent *a, struct evhttp_request *req);
 
+/* POST /files/compose: concatenate source files into a destination, then delete them. */
+void files_http_compose(struct agent *a, struct evhttp_request *req);
+
 /*
  * "v1_" + unpadded base64 of sha256("<path>:<op>:<user>:<token>[:<expiration>]"),
  * the /files URL signature. Writes a NUL-terminated string into out (64 bytes).

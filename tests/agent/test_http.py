@@ -280,3 +280,26 @@ def test_upload_metadata(agent, envd, tmp_path):
     # without metadata headers the entry has no metadata field
     r = requests.post(files_url(agent, path=str(tmp_path / "plain")), files={"file": ("p", b"")})
     assert "metadata" not in r.json()[0]
+
+
+def test_files_compose(agent, tmp_path):
+    for i in range(3):
+        (tmp_path / f"part{i}").write_bytes(bytes([65 + i]) * 1000)
+    dest = tmp_path / "out" / "joined.bin"
+    r = requests.post(agent.url + "/files/compose", json={
+        "source_paths": [str(tmp_path / f"part{i}") for i in range(3)],
+        "destination": str(dest)})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"name": "joined.bin", "path": str(dest), "type": "file"}
+    assert dest.read_bytes() == b"A" * 1000 + b"B" * 1000 + b"C" * 1000
+    assert not (tmp_path / "part0").exists()
+    r = requests.post(agent.url + "/files/compose", json={
+        "source_paths": [str(tmp_path / "missing")], "destination": str(dest)})
+    assert r.status_code == 404
+    r = requests.post(agent.url + "/files/compose", json={"source_paths": [],
+                                                           "destination": str(dest)})
+    assert r.status_code == 400
+    r = requests.post(agent.url + "/files/compose", json={"source_paths": [str(dest)],
+                                                           "destination": str(dest)})
+    assert r.status_code == 400
+    assert dest.exists()
