@@ -125,6 +125,12 @@ int init_supervise(void)
         pid_t pid = fork();
 
         if (pid == 0) {
+            /* The OOM killer takes user processes (oom_score_adj 100) before the agent. */
+            int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+            if (fd < 0 || write(fd, "-1000", 5) != 5) {
+                log_warning_errno(-errno, "cannot protect the server from the OOM killer, ignoring: %m");
+            }
+            close_safe(fd);
             return 0;
         }
         if (pid < 0) {

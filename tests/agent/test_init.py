@@ -14,6 +14,14 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare")
                                 reason="needs root and unshare")
 
 
+def has_cap_sys_resource():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) & (1 << 24))
+    return False
+
+
 class InitAgent:
     def __init__(self):
         self.proc = subprocess.Popen(
@@ -58,6 +66,12 @@ def test_pid1_setup(init_agent):
     assert lines[7] == "ptmx"
     assert lines[8] == "/run/e2b"
     assert "/usr/bin" in lines[9]
+    # the server is shielded from the OOM killer, user processes are not
+    res = envd.sh("cat /proc/$PPID/oom_score_adj /proc/self/oom_score_adj")
+    server, child = res.stdout.split()
+    assert child == b"100"
+    if has_cap_sys_resource():  # containers often drop it; a guest's init has it
+        assert server == b"-1000"
     # PTYs come from the fresh devpts instance
     res = envd.run("/usr/bin/tty", pty=(80, 24))
     assert res.pty.strip().startswith(b"/dev/pts/")
