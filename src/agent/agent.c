@@ -71,11 +71,15 @@ static bool arg_pid1 = false;
 
 /* The Connect procedures we serve, with their protobuf types for the binary codec. */
 #define PROC(name, streaming, handler, in, out)                                                    \
-    { "/process.Process/" name, streaming, handler, &process__##in##__descriptor,                  \
-      &process__##out##__descriptor }
+    {                                                                                              \
+        "/process.Process/" name, streaming, handler, &process__##in##__descriptor,                \
+            &process__##out##__descriptor                                                          \
+    }
 #define FS(name, streaming, handler, in, out)                                                      \
-    { "/filesystem.Filesystem/" name, streaming, handler, &filesystem__##in##__descriptor,         \
-      &filesystem__##out##__descriptor }
+    {                                                                                              \
+        "/filesystem.Filesystem/" name, streaming, handler, &filesystem__##in##__descriptor,       \
+            &filesystem__##out##__descriptor                                                       \
+    }
 static const struct rpc_method rpc_methods[] = {
     PROC("Start", true, process_rpc_start, start_request, start_response),
     PROC("Connect", true, process_rpc_connect, connect_request, connect_response),
@@ -158,9 +162,9 @@ static void route(struct evhttp_request *req, void *userdata)
     if (strncmp(path, "/process.Process/", 17) == 0 ||
         strncmp(path, "/filesystem.Filesystem/", 23) == 0) {
         /* connect-go answers an unknown procedure with 404; the JSON says unimplemented. */
-        reply_json(req, 404,
-                   json_pack("{s:s, s:s}", "code", "unimplemented", "message",
-                             "unknown procedure"));
+        reply_json(
+            req, 404,
+            json_pack("{s:s, s:s}", "code", "unimplemented", "message", "unknown procedure"));
         return;
     }
     (void)cmd;
@@ -300,8 +304,8 @@ static int agent_init(struct agent *a)
             return -ENOMEM;
         }
     }
-    a->path_env = strdup(path && *path ? path
-                                       : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    a->path_env = strdup(
+        path && *path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     /* Not root (a test run as a user): processes can only run as ourselves. */
     pw = geteuid() == 0 ? NULL : getpwuid(geteuid());
     a->default_user = strdup(pw ? pw->pw_name : "root");

@@ -508,7 +508,8 @@ static void files_get(struct agent *a, struct evhttp_request *req, const struct 
     }
     evhttp_add_header(out, "Vary", "Accept-Encoding");
     /* Range and conditional requests get identity, as envd falls back to ServeContent. */
-    if (range || ims || evhttp_find_header(in, "If-None-Match") || evhttp_find_header(in, "If-Range")) {
+    if (range || ims || evhttp_find_header(in, "If-None-Match") ||
+        evhttp_find_header(in, "If-Range")) {
         enc = 0;
     }
     type = mime_by_extension(path);
@@ -526,8 +527,9 @@ static void files_get(struct agent *a, struct evhttp_request *req, const struct 
         g->close_ev = event_new(a->base, -1, 0, gz_close_event_cb, g);
         g->pump_ev = event_new(a->base, -1, 0, gz_pump_event_cb, g);
         /* windowBits 15 + 16: a gzip wrapper rather than zlib's. */
-        if (!g->close_ev || !g->pump_ev || deflateInit2(&g->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-                                         Z_DEFAULT_STRATEGY) != Z_OK) {
+        if (!g->close_ev || !g->pump_ev ||
+            deflateInit2(&g->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+                         Z_DEFAULT_STRATEGY) != Z_OK) {
             gz_free(g);
             reply_error(req, 500, "cannot start compression");
             goto out;
@@ -881,7 +883,8 @@ static void files_post(struct agent *a, struct evhttp_request *req, const struct
             break;
         }
         if (r < 0 || parts >= FILES_MAX_PARTS) {
-            reply_error(req, r == -ENOMEM ? 500 : 400, "error reading form: malformed multipart body");
+            reply_error(req, r == -ENOMEM ? 500 : 400,
+                        "error reading form: malformed multipart body");
             goto out;
         }
         if (!part.name || strcmp(part.name, "file") != 0) {

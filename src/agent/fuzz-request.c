@@ -28,16 +28,11 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const void *const requests[] = {
-    &process__start_request__descriptor,
-    &process__connect_request__descriptor,
-    &process__send_input_request__descriptor,
-    &process__send_signal_request__descriptor,
-    &process__update_request__descriptor,
-    &process__stream_input_request__descriptor,
-    &filesystem__list_dir_request__descriptor,
-    &filesystem__move_request__descriptor,
-    &filesystem__watch_dir_request__descriptor,
-    &filesystem__get_watcher_events_request__descriptor,
+    &process__start_request__descriptor,        &process__connect_request__descriptor,
+    &process__send_input_request__descriptor,   &process__send_signal_request__descriptor,
+    &process__update_request__descriptor,       &process__stream_input_request__descriptor,
+    &filesystem__list_dir_request__descriptor,  &filesystem__move_request__descriptor,
+    &filesystem__watch_dir_request__descriptor, &filesystem__get_watcher_events_request__descriptor,
     &filesystem__stat_response__descriptor,
 };
 

@@ -41,7 +41,8 @@ static const struct init_mount init_mounts[] = {
     { "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0555 },
     { "sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0555 },
     { "devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755", 0755 },
-    { "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5", 0755 },
+    { "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+      "newinstance,ptmxmode=0666,mode=0620,gid=5", 0755 },
     { "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", 01777 },
     { "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", 01777 },
     { "tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755", 0755 },
@@ -128,7 +129,8 @@ int init_supervise(void)
             /* The OOM killer takes user processes (oom_score_adj 100) before the agent. */
             int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
             if (fd < 0 || write(fd, "-1000", 5) != 5) {
-                log_warning_errno(-errno, "cannot protect the server from the OOM killer, ignoring: %m");
+                log_warning_errno(-errno,
+                                  "cannot protect the server from the OOM killer, ignoring: %m");
             }
             close_safe(fd);
             return 0;

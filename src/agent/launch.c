@@ -43,7 +43,7 @@ struct child_error {
 
 struct child_plan {
     const struct launch_params *p;
-    char **candidates; /* NULL-terminated exec paths */
+    char **candidates;         /* NULL-terminated exec paths */
     int in_fd, out_fd, err_fd; /* child ends, all >= 3 */
     int report_fd;
     bool switch_user;
@@ -104,7 +104,8 @@ void launch_status_string(int wait_status, char *buf, size_t size)
             }
         }
         if (name) {
-            snprintf(buf, size, "signal: %s%s", name, WCOREDUMP(wait_status) ? " (core dumped)" : "");
+            snprintf(buf, size, "signal: %s%s", name,
+                     WCOREDUMP(wait_status) ? " (core dumped)" : "");
         } else {
             snprintf(buf, size, "signal: signal %d%s", sig,
                      WCOREDUMP(wait_status) ? " (core dumped)" : "");
@@ -226,8 +227,8 @@ static _Noreturn void child_run(const struct child_plan *c)
     }
 
     if (c->switch_user) {
-        if (setgroups((size_t)p->user->n_groups, p->user->groups) < 0 ||
-            setgid(p->user->gid) < 0 || setuid(p->user->uid) < 0) {
+        if (setgroups((size_t)p->user->n_groups, p->user->groups) < 0 || setgid(p->user->gid) < 0 ||
+            setuid(p->user->uid) < 0) {
             child_fail(c, STAGE_CREDENTIALS, errno);
         }
     }
@@ -239,8 +240,7 @@ static _Noreturn void child_run(const struct child_plan *c)
         execve(*cand, p->argv, p->envp);
         if (errno == EACCES) {
             denied = true;
-        } else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP &&
-                   errno != ENAMETOOLONG) {
+        } else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP && errno != ENAMETOOLONG) {
             /* Found but not runnable (ENOEXEC, ETXTBSY, ...): stop searching. */
             denied = true;
             break;
@@ -273,8 +273,8 @@ int launch_process(const struct launch_params *p, struct launch_result *ret)
     }
     snprintf(c.not_found_msg, sizeof(c.not_found_msg), "space-agent: exec: %.400s: not found\n",
              p->argv[0]);
-    snprintf(c.denied_msg, sizeof(c.denied_msg),
-             "space-agent: exec: %.400s: permission denied\n", p->argv[0]);
+    snprintf(c.denied_msg, sizeof(c.denied_msg), "space-agent: exec: %.400s: permission denied\n",
+             p->argv[0]);
     c.switch_user = geteuid() == 0;
     if (!c.switch_user && p->user->uid != geteuid()) {
         r = -EPERM;

@@ -17,8 +17,8 @@ struct launch_params {
     char *const *argv;       /* argv[0] is the command as the client gave it */
     char *const *envp;
     bool pty;
-    uint16_t cols, rows;     /* PTY size */
-    bool stdin_pipe;         /* false: stdin is /dev/null (ignored with a PTY) */
+    uint16_t cols, rows; /* PTY size */
+    bool stdin_pipe;     /* false: stdin is /dev/null (ignored with a PTY) */
 };
 
 struct launch_result {

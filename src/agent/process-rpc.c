@@ -62,8 +62,7 @@ static int check_envs(const json_t *envs)
 }
 
 /* ProcessConfig as List reports it: the client's fields, defaults omitted. */
-static json_t *config_json(const char *cmd, const json_t *args, const json_t *envs,
-                           const char *cwd)
+static json_t *config_json(const char *cmd, const json_t *args, const json_t *envs, const char *cwd)
 {
     json_t *c = json_pack("{s:s}", "cmd", cmd);
 

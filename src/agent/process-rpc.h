@@ -1,5 +1,6 @@
 #pragma once
-/* process.Process RPC handlers (e2b-compat.md §6.3): decoding and errors only; process.c does the work. */
+/* process.Process RPC handlers (e2b-compat.md §6.3): decoding and errors only; process.c does the
+ * work. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

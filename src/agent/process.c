@@ -289,7 +289,8 @@ static int out_read_once(struct proc_out *o)
             broadcast(o->proc, msg);
             json_decref(msg);
         } else {
-            log_warning("pid %d: out of memory, dropping %zd bytes of output", (int)o->proc->pid, n);
+            log_warning("pid %d: out of memory, dropping %zd bytes of output", (int)o->proc->pid,
+                        n);
         }
     }
     return (int)n;

@@ -239,13 +239,16 @@ static json_t *message_to_json(const ProtobufCMessage *m, int depth)
                 if (map) {
                     const ProtobufCMessage *e = ((ProtobufCMessage *const *)arr)[k];
                     const ProtobufCMessageDescriptor *ed = e->descriptor;
-                    json_t *key = value_to_json(&ed->fields[0], (const char *)e + ed->fields[0].offset, depth);
-                    json_t *val = value_to_json(&ed->fields[1], (const char *)e + ed->fields[1].offset, depth);
+                    json_t *key = value_to_json(&ed->fields[0],
+                                                (const char *)e + ed->fields[0].offset, depth);
+                    json_t *val = value_to_json(&ed->fields[1],
+                                                (const char *)e + ed->fields[1].offset, depth);
                     /* Map keys are JSON strings whatever their proto type. */
                     char kbuf[32];
                     const char *ks = json_is_string(key) ? json_string_value(key) : NULL;
                     if (json_is_integer(key)) {
-                        snprintf(kbuf, sizeof(kbuf), "%" JSON_INTEGER_FORMAT, json_integer_value(key));
+                        snprintf(kbuf, sizeof(kbuf), "%" JSON_INTEGER_FORMAT,
+                                 json_integer_value(key));
                         ks = kbuf;
                     } else if (json_is_boolean(key)) {
                         ks = json_is_true(key) ? "true" : "false";
@@ -300,8 +303,8 @@ int proto_codec_decode(const void *desc, const uint8_t *data, size_t len, json_t
 
 /* --- JSON -> protobuf ---------------------------------------------------------------------- */
 
-static int message_from_json(const ProtobufCMessageDescriptor *d, const json_t *j,
-                             struct arena *a, int depth, ProtobufCMessage **ret);
+static int message_from_json(const ProtobufCMessageDescriptor *d, const json_t *j, struct arena *a,
+                             int depth, ProtobufCMessage **ret);
 
 static int number_of(const json_t *v, int64_t *ret)
 {
@@ -483,8 +486,8 @@ static int map_from_json(const ProtobufCFieldDescriptor *f, const json_t *v, voi
     return 0;
 }
 
-static int message_from_json(const ProtobufCMessageDescriptor *d, const json_t *j,
-                             struct arena *a, int depth, ProtobufCMessage **ret)
+static int message_from_json(const ProtobufCMessageDescriptor *d, const json_t *j, struct arena *a,
+                             int depth, ProtobufCMessage **ret)
 {
     ProtobufCMessage *m;
     int r;

@@ -349,8 +349,7 @@ void rpc_dispatch(struct agent *a, struct evhttp_request *req, const struct rpc_
         size_t used;
         uint8_t flags;
 
-        r = connect_envelope_parse(payload, len, AGENT_MAX_RPC_BODY, &flags, &msg, &msg_len,
-                                   &used);
+        r = connect_envelope_parse(payload, len, AGENT_MAX_RPC_BODY, &flags, &msg, &msg_len, &used);
         if (r == -EMSGSIZE) {
             rpc_fail(&call, CONNECT_RESOURCE_EXHAUSTED, "message is larger than %u bytes",
                      AGENT_MAX_RPC_BODY);

@@ -46,9 +46,9 @@ struct rpc_call {
     struct agent *agent;
     struct evhttp_request *req; /* NULL once replied or handed to a stream */
     const struct rpc_method *method;
-    bool proto;     /* binary protobuf codec */
-    json_t *msg;    /* the decoded request message */
-    usec_t timeout; /* Connect-Timeout-Ms; 0 = none */
+    bool proto;       /* binary protobuf codec */
+    json_t *msg;      /* the decoded request message */
+    usec_t timeout;   /* Connect-Timeout-Ms; 0 = none */
     usec_t keepalive; /* Keepalive-Ping-Interval (default 90 s) */
 };
 

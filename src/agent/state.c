@@ -194,8 +194,7 @@ void state_http_init(struct agent *a, struct evhttp_request *req)
             goto out;
         }
     }
-    if (token && a->access_token && strcmp(token, a->access_token) != 0 &&
-        !auth_token_ok(a, req)) {
+    if (token && a->access_token && strcmp(token, a->access_token) != 0 && !auth_token_ok(a, req)) {
         reply_error(req, 401, "access token is already set and cannot be changed without it");
         goto out;
     }
@@ -304,8 +303,7 @@ void state_http_metrics(struct agent *a, struct evhttp_request *req)
                          "cpu_used_pct", cpu_pct, "mem_total", (json_int_t)mem_total, "mem_used",
                          (json_int_t)used, "mem_cache", (json_int_t)cached, "mem_total_mib",
                          (json_int_t)(mem_total >> 20), "mem_used_mib", (json_int_t)(used >> 20),
-                         "disk_used", (json_int_t)disk_used, "disk_total",
-                         (json_int_t)disk_total));
+                         "disk_used", (json_int_t)disk_used, "disk_total", (json_int_t)disk_total));
     free(stat);
     free(mem);
 }

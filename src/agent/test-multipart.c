@@ -48,7 +48,8 @@ static void test_multipart_two_files_with_paths(void **state)
     struct multipart_part part;
     char body[64];
 
-    assert_int_equal(multipart_init(&mp, b, "multipart/form-data; boundary=----formdata-undici-0"), 0);
+    assert_int_equal(multipart_init(&mp, b, "multipart/form-data; boundary=----formdata-undici-0"),
+                     0);
     assert_int_equal(multipart_next(&mp, &part), 1);
     assert_string_equal(part.name, "file");
     assert_string_equal(part.filename, "/home/user/a/b.txt");

@@ -54,8 +54,8 @@ static void test_proto_codec_start_request(void **state)
                     "\"pty\":{\"size\":{\"cols\":80,\"rows\":24}},\"tag\":\"t\"}",
                     NULL);
     /* snake_case input is accepted; unknown fields are ignored */
-    check_roundtrip(&process__start_request__descriptor,
-                    "{\"process\":{\"cmd\":\"x\"},\"nope\":1}", "{\"process\":{\"cmd\":\"x\"}}");
+    check_roundtrip(&process__start_request__descriptor, "{\"process\":{\"cmd\":\"x\"},\"nope\":1}",
+                    "{\"process\":{\"cmd\":\"x\"}}");
 }
 
 static void test_proto_codec_events(void **state)
@@ -89,10 +89,11 @@ static void test_proto_codec_rejects(void **state)
     struct evbuffer *b = evbuffer_new();
     json_t *out = NULL, *in;
 
-    assert_int_equal(proto_codec_decode(&process__start_request__descriptor, junk, sizeof(junk), &out), -EINVAL);
-    assert_int_equal(proto_codec_decode(&process__start_request__descriptor, bad_utf8,
-                                        sizeof(bad_utf8), &out),
-                     -EINVAL);
+    assert_int_equal(
+        proto_codec_decode(&process__start_request__descriptor, junk, sizeof(junk), &out), -EINVAL);
+    assert_int_equal(
+        proto_codec_decode(&process__start_request__descriptor, bad_utf8, sizeof(bad_utf8), &out),
+        -EINVAL);
     in = json_loads("{\"process\":{\"cmd\":5}}", 0, NULL);
     assert_int_equal(proto_codec_encode(&process__start_request__descriptor, in, b), -EINVAL);
     json_decref(in);

@@ -126,10 +126,8 @@ static void test_user_lookup_root(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_user_path_clean),
-        cmocka_unit_test(test_user_resolve_path),
-        cmocka_unit_test(test_user_basic_auth),
-        cmocka_unit_test(test_user_build_env_order),
+        cmocka_unit_test(test_user_path_clean),  cmocka_unit_test(test_user_resolve_path),
+        cmocka_unit_test(test_user_basic_auth),  cmocka_unit_test(test_user_build_env_order),
         cmocka_unit_test(test_user_lookup_root),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -183,8 +183,7 @@ int path_clean(const char *path, char **ret)
     return 0;
 }
 
-int user_resolve_path(const struct user *u, const char *path, const char *default_dir,
-                      char **ret)
+int user_resolve_path(const struct user *u, const char *path, const char *default_dir, char **ret)
 {
     struct strbuf sb = STRBUF_INIT;
     int r;
@@ -289,7 +288,9 @@ int user_build_env(const struct user *u, const char *path_env, const json_t *san
     if (!env) {
         return -ENOMEM;
     }
-    r = env_set(env, &n, "PATH", path_env ? path_env : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    r = env_set(env, &n, "PATH",
+                path_env ? path_env
+                         : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     if (r >= 0) {
         r = env_set(env, &n, "HOME", u->home);
     }

@@ -44,8 +44,7 @@ int path_clean(const char *path, char **ret);
  * the home directory.
  * The result is absolute and cleaned. Caller frees *ret.
  */
-int user_resolve_path(const struct user *u, const char *path, const char *default_dir,
-                      char **ret);
+int user_resolve_path(const struct user *u, const char *path, const char *default_dir, char **ret);
 
 /*
  * Builds a process environment in envd's order, later entries winning:

@@ -85,8 +85,8 @@ struct watcher {
     struct rpc_stream *stream; /* stream watcher */
     struct event *deadline;
 
-    json_t *queue;   /* polled watcher: FilesystemEvent array */
-    char *failure;   /* polled watcher: why it stopped */
+    json_t *queue; /* polled watcher: FilesystemEvent array */
+    char *failure; /* polled watcher: why it stopped */
 };
 
 struct watch_table {
@@ -376,7 +376,8 @@ static bool handle_event(struct watcher *w, const struct inotify_event *ev)
     if (w->recursive && (ev->mask & IN_ISDIR) && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
         int r = watch_add_tree(w, rel.buf);
         if (r < 0 && r != -ENOENT) {
-            log_debug_errno(r, "watcher on '%s': cannot watch '%s', ignoring: %m", w->root, rel.buf);
+            log_debug_errno(r, "watcher on '%s': cannot watch '%s', ignoring: %m", w->root,
+                            rel.buf);
         }
     }
     for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
@@ -558,8 +559,8 @@ void watch_rpc_watch_dir(struct rpc_call *call)
         return;
     }
     start = json_pack("{s:{}}", "start");
-    if (!start || rpc_stream_open(call, json_pack("{s:{}}", "keepalive"), stream_closed_cb, NULL,
-                                  w, &w->stream) < 0) {
+    if (!start || rpc_stream_open(call, json_pack("{s:{}}", "keepalive"), stream_closed_cb, NULL, w,
+                                  &w->stream) < 0) {
         json_decref(start);
         if (call->req) {
             rpc_fail(call, CONNECT_RESOURCE_EXHAUSTED, "out of memory");

@@ -19,7 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void poke_json(const uint8_t *p, size_t n)
 {
-    static const struct json_util_enum names[] = { { "SIGNAL_SIGKILL", 9 }, { "SIGNAL_SIGTERM", 15 } };
+    static const struct json_util_enum names[] = { { "SIGNAL_SIGKILL", 9 },
+                                                   { "SIGNAL_SIGTERM", 15 } };
     json_t *j = json_loadb((const char *)p, n, JSON_REJECT_DUPLICATES, NULL);
     const char *s;
     uint32_t u;
@@ -59,8 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint32_t n;
         size_t used;
         uint8_t flags;
-        int r = connect_envelope_parse(data + off, size - off, 1 << 20, &flags, &payload, &n,
-                                       &used);
+        int r =
+            connect_envelope_parse(data + off, size - off, 1 << 20, &flags, &payload, &n, &used);
         if (r <= 0) {
             assert(r == 0 || r == -EMSGSIZE || r == -EPROTO);
             break;

@@ -68,7 +68,8 @@ static void test_json_util_bytes(void **state)
 static void test_json_util_enum(void **state)
 {
     static const struct json_util_enum t[] = { { "SIGNAL_SIGKILL", 9 }, { "SIGNAL_SIGTERM", 15 } };
-    json_t *o = json_pack("{s:s, s:i, s:s, s:i}", "a", "SIGNAL_SIGKILL", "b", 15, "c", "NOPE", "d", 3);
+    json_t *o =
+        json_pack("{s:s, s:i, s:s, s:i}", "a", "SIGNAL_SIGKILL", "b", 15, "c", "NOPE", "d", 3);
     int v = 0;
 
     assert_int_equal(json_util_get_enum(o, "a", NULL, t, 2, &v), 0);
@@ -82,10 +83,13 @@ static void test_json_util_enum(void **state)
 
 static void test_json_util_string_lossy(void **state)
 {
-    json_t *j = json_util_string_lossy("a\xff" "b\xc3\xa9", 5);
+    json_t *j = json_util_string_lossy("a\xff"
+                                       "b\xc3\xa9",
+                                       5);
 
     assert_non_null(j);
-    assert_string_equal(json_string_value(j), "a\xef\xbf\xbd" "b\xc3\xa9");
+    assert_string_equal(json_string_value(j), "a\xef\xbf\xbd"
+                                              "b\xc3\xa9");
     json_decref(j);
     /* overlong '/' and a lone surrogate are both invalid */
     j = json_util_string_lossy("\xc0\xaf\xed\xa0\x80", 5);
