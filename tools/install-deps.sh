@@ -14,7 +14,7 @@ packages=(
   # guest image pipeline (tools/template-build.sh)
   debootstrap mmdebstrap linux-source-6.1 bc flex bison libelf-dev busybox-static cpio xz-utils
   # tests
-  python3 python3-pytest python3-requests curl
+  python3 python3-pytest python3-requests curl postgresql
 )
 
 missing=()

@@ -1,0 +1,1035 @@
+/*
+ * The store seam's front: store_open() picks an implementation from the URL,
+ * the store_*() wrappers validate arguments and call through struct
+ * store_ops, and store_migrate() applies the embedded migrations. Also here,
+ * shared by store-sqlite.c and store-pg.c (store-internal.h): the SQL text
+ * both run, the parameter arrays for each row type, the decoders that turn
+ * result rows back into store rows, and the builder for the list query.
+ *
+ * Validation happens here, once, so both databases see the same input and
+ * give the same answer. Every string must be valid UTF-8 (PostgreSQL rejects
+ * anything else, SQLite would store it, so we reject it in both: -EINVAL).
+ * metadata_json must be a JSON object whose values are all strings and
+ * env_json a JSON object (NULL stands for "{}"); result_json, when set, any
+ * JSON value. Duplicate object keys and "\u0000" are rejected.
+ *
+ * Metadata filtering: the metadata object is stored once, as JSON text in
+ * sandboxes.metadata, and each key=value pair of a filter is tested with the
+ * database's own JSON functions (SQLite json_each(), PostgreSQL
+ * jsonb ->> key), compared as exact strings. A separate key/value table
+ * would be indexable, but it is a second copy that every insert and update
+ * must keep in sync inside a transaction; a host holds thousands of
+ * sandboxes, not millions, and the list query already scans by
+ * (created_at, id), so one source of truth wins. Because the values are
+ * validated to be strings, json_each()'s typed values and jsonb ->>'s text
+ * agree.
+ *
+ * Listing: rows come ordered by (created_at, id). after_id names the last
+ * row of the previous page; its created_at is looked up first, so an
+ * after_id whose row no longer exists is -ENOENT rather than a silently
+ * empty page. Rows whose observed state is "killed" are left out unless
+ * include_killed is set, whatever the states filter says. A metadata pair is
+ * split at its first '=' (values may contain '='); a pair without '=' is
+ * -EINVAL.
+ *
+ * Transactions are not nested: store_begin() inside one is -EBUSY. A failed
+ * statement inside a transaction fails only itself in both databases
+ * (store-pg.c wraps each statement in a savepoint, which is what SQLite
+ * does natively), so "insert, on -EEXIST update" works inside a
+ * transaction. A failed store_commit() leaves no transaction open;
+ * store_rollback() outside a transaction is a no-op.
+ *
+ * Migrations run in version order, each in its own transaction that first
+ * takes the implementation's migration lock (PostgreSQL: an advisory lock,
+ * so several space-api replicas starting together apply each migration
+ * once; SQLite: BEGIN IMMEDIATE already excludes other writers), creates
+ * schema_migrations if needed, and skips versions already recorded.
+ */
+#include "api/store.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/store-internal.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/strbuf.h"
+#include "basic/time-util.h"
+
+/* Column order shared by every statement that reads or writes whole rows. */
+#define SANDBOX_COLUMNS                                                                            \
+    "id, template_id, alias, client_id, state, desired_state, node_id, metadata, env, "            \
+    "envd_access_token, error, vcpus, memory_mb, disk_mb, created_at, updated_at, end_at"
+#define OPERATION_COLUMNS "id, kind, sandbox_id, state, error, result, created_at, updated_at"
+#define API_KEY_COLUMNS "id, name, prefix, hash, created_at, last_used_at"
+
+const char store_sql_migrations_table[] = "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                                          "version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)";
+const char store_sql_migration_applied[] =
+    "SELECT version FROM schema_migrations WHERE version = $1";
+const char store_sql_migration_record[] =
+    "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)";
+
+/* ON CONFLICT DO NOTHING (SQLite >= 3.24, PostgreSQL >= 9.5): a duplicate
+ * changes no row, which the implementations report as -EEXIST, and it does
+ * not abort a PostgreSQL transaction. */
+const char store_sql_sandbox_insert[] =
+    "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
+    "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) "
+    "ON CONFLICT DO NOTHING";
+const char store_sql_sandbox_update[] =
+    "UPDATE sandboxes SET template_id = $2, alias = $3, client_id = $4, state = $5, "
+    "desired_state = $6, node_id = $7, metadata = $8, env = $9, envd_access_token = $10, "
+    "error = $11, vcpus = $12, memory_mb = $13, disk_mb = $14, created_at = $15, "
+    "updated_at = $16, end_at = $17 WHERE id = $1";
+const char store_sql_sandbox_get[] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1";
+const char store_sql_sandbox_cursor[] = "SELECT created_at FROM sandboxes WHERE id = $1";
+const char store_sql_sandbox_delete[] = "DELETE FROM sandboxes WHERE id = $1";
+
+const char store_sql_operation_insert[] =
+    "INSERT INTO operations (" OPERATION_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+    "ON CONFLICT DO NOTHING";
+const char store_sql_operation_update[] =
+    "UPDATE operations SET kind = $2, sandbox_id = $3, state = $4, error = $5, result = $6, "
+    "created_at = $7, updated_at = $8 WHERE id = $1";
+const char store_sql_operation_get[] = "SELECT " OPERATION_COLUMNS " FROM operations WHERE id = $1";
+const char store_sql_operation_list_unfinished[] =
+    "SELECT " OPERATION_COLUMNS " FROM operations WHERE state IN ('pending', 'running') "
+    "ORDER BY created_at, id";
+
+const char store_sql_api_key_insert[] =
+    "INSERT INTO api_keys (" API_KEY_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6) "
+    "ON CONFLICT DO NOTHING";
+const char store_sql_api_key_get_by_hash[] =
+    "SELECT " API_KEY_COLUMNS " FROM api_keys WHERE hash = $1";
+const char store_sql_api_key_list[] =
+    "SELECT " API_KEY_COLUMNS " FROM api_keys ORDER BY created_at, id";
+const char store_sql_api_key_delete[] = "DELETE FROM api_keys WHERE id = $1";
+const char store_sql_api_key_touch[] = "UPDATE api_keys SET last_used_at = $2 WHERE id = $1";
+
+/* ---- validation ---- */
+
+/* Strict UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF. */
+static bool utf8_is_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+
+    while (*p) {
+        uint32_t cp, min;
+        size_t n;
+
+        if (*p < 0x80) {
+            p++;
+            continue;
+        }
+        if ((*p & 0xE0) == 0xC0) {
+            n = 1, cp = *p & 0x1F, min = 0x80;
+        } else if ((*p & 0xF0) == 0xE0) {
+            n = 2, cp = *p & 0x0F, min = 0x800;
+        } else if ((*p & 0xF8) == 0xF0) {
+            n = 3, cp = *p & 0x07, min = 0x10000;
+        } else {
+            return false;
+        }
+        /* A NUL fails the continuation test, so we never read past it. */
+        for (size_t i = 1; i <= n; i++) {
+            if ((p[i] & 0xC0) != 0x80) {
+                return false;
+            }
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            return false;
+        }
+        p += n + 1;
+    }
+    return true;
+}
+
+static bool text_ok(const char *s, bool required)
+{
+    return s ? utf8_is_valid(s) : !required;
+}
+
+enum json_shape {
+    JSON_SHAPE_ANY,
+    JSON_SHAPE_OBJECT,
+    JSON_SHAPE_STRING_OBJECT, /* an object whose values are all strings */
+};
+
+static int json_check(const char *text, enum json_shape shape)
+{
+    json_error_t error;
+    json_t *j = NULL;
+    const char *key;
+    json_t *value;
+    int r = 0;
+
+    /* jansson also rejects invalid UTF-8 and, without JSON_ALLOW_NUL, "\u0000",
+     * which PostgreSQL's jsonb cannot hold. */
+    j = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &error);
+    if (!j) {
+        if (json_error_code(&error) == json_error_out_of_memory) {
+            return -ENOMEM;
+        }
+        log_debug("store: rejecting malformed JSON: %s", error.text);
+        return -EINVAL;
+    }
+    if (shape != JSON_SHAPE_ANY && !json_is_object(j)) {
+        r = -EINVAL;
+        goto out;
+    }
+    if (shape == JSON_SHAPE_STRING_OBJECT) {
+        json_object_foreach (j, key, value) {
+            if (!json_is_string(value)) {
+                log_debug("store: rejecting metadata: value of '%s' is not a string", key);
+                r = -EINVAL;
+                goto out;
+            }
+        }
+    }
+out:
+    json_decref(j);
+    return r;
+}
+
+static int sandbox_validate(const struct store_sandbox *sb)
+{
+    int r;
+
+    if (!text_ok(sb->id, true) || !text_ok(sb->template_id, true) || !text_ok(sb->alias, false) ||
+        !text_ok(sb->client_id, true) || !text_ok(sb->state, true) ||
+        !text_ok(sb->desired_state, true) || !text_ok(sb->node_id, false) ||
+        !text_ok(sb->envd_access_token, false) || !text_ok(sb->error, false)) {
+        return -EINVAL;
+    }
+    if (sb->metadata_json) {
+        r = json_check(sb->metadata_json, JSON_SHAPE_STRING_OBJECT);
+        if (r < 0) {
+            return r;
+        }
+    }
+    if (sb->env_json) {
+        r = json_check(sb->env_json, JSON_SHAPE_OBJECT);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+static int operation_validate(const struct store_operation *op)
+{
+    if (!text_ok(op->id, true) || !text_ok(op->kind, true) || !text_ok(op->sandbox_id, false) ||
+        !text_ok(op->state, true) || !text_ok(op->error, false)) {
+        return -EINVAL;
+    }
+    return op->result_json ? json_check(op->result_json, JSON_SHAPE_ANY) : 0;
+}
+
+static int api_key_validate(const struct store_api_key *key)
+{
+    if (!text_ok(key->id, true) || !text_ok(key->name, true) || !text_ok(key->prefix, true) ||
+        !text_ok(key->hash, true)) {
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int filter_validate(const struct store_sandbox_filter *f)
+{
+    if (!text_ok(f->after_id, false)) {
+        return -EINVAL;
+    }
+    for (size_t i = 0; f->states && f->states[i]; i++) {
+        if (!utf8_is_valid(f->states[i])) {
+            return -EINVAL;
+        }
+    }
+    for (size_t i = 0; f->metadata && f->metadata[i]; i++) {
+        if (!utf8_is_valid(f->metadata[i]) || !strchr(f->metadata[i], '=')) {
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* ---- open, close, transactions, migrations ---- */
+
+static bool startswith(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int store_open(const char *url, struct store **ret)
+{
+    const struct store_ops *ops = &store_sqlite_ops;
+    const char *target = url;
+    struct store *s = NULL;
+    int r;
+
+    if (!url || !ret) {
+        return -EINVAL;
+    }
+    if (startswith(url, "postgresql://") || startswith(url, "postgres://")) {
+        ops = &store_pg_ops;
+    } else if (startswith(url, "sqlite://")) {
+        target = url + strlen("sqlite://");
+    } else if (startswith(url, "sqlite:")) {
+        target = url + strlen("sqlite:");
+    }
+    /* An empty name would make SQLite open a private temporary database. */
+    if (!*target || !utf8_is_valid(target)) {
+        return -EINVAL;
+    }
+    r = ops->open(target, &s);
+    if (r < 0) {
+        return r;
+    }
+    assert(s->ops == ops);
+    *ret = s;
+    return 0;
+}
+
+struct store *store_close(struct store *s)
+{
+    if (s) {
+        s->ops->close(s);
+    }
+    return NULL;
+}
+
+const char *store_kind(const struct store *s)
+{
+    return s ? s->ops->kind : NULL;
+}
+
+int store_begin(struct store *s)
+{
+    int r;
+
+    if (!s) {
+        return -EINVAL;
+    }
+    if (s->in_transaction) {
+        return -EBUSY;
+    }
+    r = s->ops->begin(s);
+    if (r < 0) {
+        return r;
+    }
+    s->in_transaction = true;
+    return 0;
+}
+
+int store_commit(struct store *s)
+{
+    int r;
+
+    if (!s || !s->in_transaction) {
+        return -EINVAL;
+    }
+    r = s->ops->commit(s);
+    s->in_transaction = false;
+    return r;
+}
+
+int store_rollback(struct store *s)
+{
+    int r;
+
+    if (!s) {
+        return -EINVAL;
+    }
+    if (!s->in_transaction) {
+        return 0;
+    }
+    r = s->ops->rollback(s);
+    s->in_transaction = false;
+    return r;
+}
+
+static int migrate_one(struct store *s, const struct store_migration *m)
+{
+    bool applied = false;
+    int r;
+
+    r = store_begin(s);
+    if (r < 0) {
+        return r;
+    }
+    if (s->ops->migration_lock) {
+        r = s->ops->migration_lock(s);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    r = s->ops->exec_script(s, store_sql_migrations_table);
+    if (r < 0) {
+        goto fail;
+    }
+    r = s->ops->migration_applied(s, m->version, &applied);
+    if (r < 0) {
+        goto fail;
+    }
+    if (!applied) {
+        r = s->ops->exec_script(s, m->sql);
+        if (r < 0) {
+            log_debug("store: migration %s failed", m->name);
+            goto fail;
+        }
+        r = s->ops->migration_record(s, m->version, (int64_t)now_realtime());
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    r = store_commit(s);
+    if (r < 0) {
+        return r;
+    }
+    if (!applied) {
+        log_debug("store: applied migration %s to %s", m->name, s->ops->kind);
+    }
+    return 0;
+fail:
+    (void)store_rollback(s);
+    return r;
+}
+
+int store_migrate(struct store *s)
+{
+    int r;
+
+    if (!s) {
+        return -EINVAL;
+    }
+    /* Each migration commits on its own, so a transaction here would be split. */
+    if (s->in_transaction) {
+        return -EBUSY;
+    }
+    for (size_t i = 0; i < store_migrations_n; i++) {
+        r = migrate_one(s, &store_migrations[i]);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+/* ---- rows: wrappers ---- */
+
+int store_sandbox_insert(struct store *s, const struct store_sandbox *sb)
+{
+    int r;
+
+    if (!s || !sb) {
+        return -EINVAL;
+    }
+    r = sandbox_validate(sb);
+    if (r < 0) {
+        return r;
+    }
+    return s->ops->sandbox_insert(s, sb);
+}
+
+int store_sandbox_update(struct store *s, const struct store_sandbox *sb)
+{
+    int r;
+
+    if (!s || !sb) {
+        return -EINVAL;
+    }
+    r = sandbox_validate(sb);
+    if (r < 0) {
+        return r;
+    }
+    return s->ops->sandbox_update(s, sb);
+}
+
+int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *ret)
+{
+    if (!s || !ret || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return s->ops->sandbox_get(s, id, ret);
+}
+
+int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
+                       struct store_sandbox **ret, size_t *ret_n)
+{
+    static const struct store_sandbox_filter any = { 0 };
+    int r;
+
+    if (!s || !ret || !ret_n) {
+        return -EINVAL;
+    }
+    f = f ? f : &any;
+    r = filter_validate(f);
+    if (r < 0) {
+        return r;
+    }
+    return s->ops->sandbox_list(s, f, ret, ret_n);
+}
+
+int store_sandbox_delete(struct store *s, const char *id)
+{
+    if (!s || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return s->ops->sandbox_delete(s, id);
+}
+
+int store_operation_insert(struct store *s, const struct store_operation *op)
+{
+    int r;
+
+    if (!s || !op) {
+        return -EINVAL;
+    }
+    r = operation_validate(op);
+    if (r < 0) {
+        return r;
+    }
+    return s->ops->operation_insert(s, op);
+}
+
+int store_operation_update(struct store *s, const struct store_operation *op)
+{
+    int r;
+
+    if (!s || !op) {
+        return -EINVAL;
+    }
+    r = operation_validate(op);
+    if (r < 0) {
+        return r;
+    }
+    return s->ops->operation_update(s, op);
+}
+
+int store_operation_get(struct store *s, const char *id, struct store_operation *ret)
+{
+    if (!s || !ret || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return s->ops->operation_get(s, id, ret);
+}
+
+int store_operation_list_unfinished(struct store *s, struct store_operation **ret, size_t *ret_n)
+{
+    if (!s || !ret || !ret_n) {
+        return -EINVAL;
+    }
+    return s->ops->operation_list_unfinished(s, ret, ret_n);
+}
+
+int store_api_key_insert(struct store *s, const struct store_api_key *key)
+{
+    int r;
+
+    if (!s || !key) {
+        return -EINVAL;
+    }
+    r = api_key_validate(key);
+    if (r < 0) {
+        return r;
+    }
+    return s->ops->api_key_insert(s, key);
+}
+
+int store_api_key_get_by_hash(struct store *s, const char *hash, struct store_api_key *ret)
+{
+    if (!s || !ret || !text_ok(hash, true)) {
+        return -EINVAL;
+    }
+    return s->ops->api_key_get_by_hash(s, hash, ret);
+}
+
+int store_api_key_list(struct store *s, struct store_api_key **ret, size_t *ret_n)
+{
+    if (!s || !ret || !ret_n) {
+        return -EINVAL;
+    }
+    return s->ops->api_key_list(s, ret, ret_n);
+}
+
+int store_api_key_delete(struct store *s, const char *id)
+{
+    if (!s || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return s->ops->api_key_delete(s, id);
+}
+
+int store_api_key_touch(struct store *s, const char *id, int64_t used_at)
+{
+    if (!s || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return s->ops->api_key_touch(s, id, used_at);
+}
+
+/* ---- rows: release ---- */
+
+void store_sandbox_release(struct store_sandbox *sb)
+{
+    if (!sb) {
+        return;
+    }
+    free(sb->id);
+    free(sb->template_id);
+    free(sb->alias);
+    free(sb->client_id);
+    free(sb->state);
+    free(sb->desired_state);
+    free(sb->node_id);
+    free(sb->metadata_json);
+    free(sb->env_json);
+    free(sb->envd_access_token);
+    free(sb->error);
+    *sb = (struct store_sandbox){ 0 };
+}
+
+void store_sandbox_list_free(struct store_sandbox *list, size_t n)
+{
+    for (size_t i = 0; list && i < n; i++) {
+        store_sandbox_release(&list[i]);
+    }
+    free(list);
+}
+
+void store_operation_release(struct store_operation *op)
+{
+    if (!op) {
+        return;
+    }
+    free(op->id);
+    free(op->kind);
+    free(op->sandbox_id);
+    free(op->state);
+    free(op->error);
+    free(op->result_json);
+    *op = (struct store_operation){ 0 };
+}
+
+void store_operation_list_free(struct store_operation *list, size_t n)
+{
+    for (size_t i = 0; list && i < n; i++) {
+        store_operation_release(&list[i]);
+    }
+    free(list);
+}
+
+void store_api_key_release(struct store_api_key *key)
+{
+    if (!key) {
+        return;
+    }
+    free(key->id);
+    free(key->name);
+    free(key->prefix);
+    free(key->hash);
+    *key = (struct store_api_key){ 0 };
+}
+
+void store_api_key_list_free(struct store_api_key *list, size_t n)
+{
+    for (size_t i = 0; list && i < n; i++) {
+        store_api_key_release(&list[i]);
+    }
+    free(list);
+}
+
+/* ---- rows: parameters (column order of the *_COLUMNS lists) ---- */
+
+void store_sandbox_params(const struct store_sandbox *sb, struct store_param *ret)
+{
+    const struct store_param p[STORE_SANDBOX_N_PARAMS] = {
+        STORE_PARAM_TEXT(sb->id),
+        STORE_PARAM_TEXT(sb->template_id),
+        STORE_PARAM_TEXT(sb->alias),
+        STORE_PARAM_TEXT(sb->client_id),
+        STORE_PARAM_TEXT(sb->state),
+        STORE_PARAM_TEXT(sb->desired_state),
+        STORE_PARAM_TEXT(sb->node_id),
+        STORE_PARAM_TEXT(sb->metadata_json ? sb->metadata_json : "{}"),
+        STORE_PARAM_TEXT(sb->env_json ? sb->env_json : "{}"),
+        STORE_PARAM_TEXT(sb->envd_access_token),
+        STORE_PARAM_TEXT(sb->error),
+        STORE_PARAM_INT(sb->vcpus),
+        STORE_PARAM_INT(sb->memory_mb),
+        STORE_PARAM_INT(sb->disk_mb),
+        STORE_PARAM_INT(sb->created_at),
+        STORE_PARAM_INT(sb->updated_at),
+        STORE_PARAM_INT(sb->end_at),
+    };
+    memcpy(ret, p, sizeof(p));
+}
+
+void store_operation_params(const struct store_operation *op, struct store_param *ret)
+{
+    const struct store_param p[STORE_OPERATION_N_PARAMS] = {
+        STORE_PARAM_TEXT(op->id),         STORE_PARAM_TEXT(op->kind),
+        STORE_PARAM_TEXT(op->sandbox_id), STORE_PARAM_TEXT(op->state),
+        STORE_PARAM_TEXT(op->error),      STORE_PARAM_TEXT(op->result_json),
+        STORE_PARAM_INT(op->created_at),  STORE_PARAM_INT(op->updated_at),
+    };
+    memcpy(ret, p, sizeof(p));
+}
+
+void store_api_key_params(const struct store_api_key *key, struct store_param *ret)
+{
+    const struct store_param p[STORE_API_KEY_N_PARAMS] = {
+        STORE_PARAM_TEXT(key->id),        STORE_PARAM_TEXT(key->name),
+        STORE_PARAM_TEXT(key->prefix),    STORE_PARAM_TEXT(key->hash),
+        STORE_PARAM_INT(key->created_at), STORE_PARAM_INT(key->last_used_at),
+    };
+    memcpy(ret, p, sizeof(p));
+}
+
+/* ---- rows: decoding ---- */
+
+/* Copies a text column; SQL NULL stays NULL. */
+static int dup_text(const struct store_value *v, char **ret)
+{
+    char *p = NULL;
+
+    if (!v->is_null && v->text) {
+        p = strdup(v->text);
+        if (!p) {
+            return -ENOMEM;
+        }
+    }
+    *ret = p;
+    return 0;
+}
+
+static int dup_texts(const struct store_value *cols, char **const *fields, size_t n)
+{
+    int r;
+
+    for (size_t i = 0; i < n; i++) {
+        r = dup_text(&cols[i], fields[i]);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+static int sandbox_decode(const struct store_value *cols, size_t n_cols, void *item)
+{
+    struct store_sandbox sb = { 0 };
+    char **const texts[] = {
+        &sb.id,       &sb.template_id,       &sb.alias,   &sb.client_id,
+        &sb.state,    &sb.desired_state,     &sb.node_id, &sb.metadata_json,
+        &sb.env_json, &sb.envd_access_token, &sb.error,
+    };
+    int r;
+
+    if (n_cols != STORE_SANDBOX_N_PARAMS) {
+        return -EIO;
+    }
+    r = dup_texts(cols, texts, ARRAY_SIZE(texts));
+    if (r < 0) {
+        goto fail;
+    }
+    /* The header promises "{}" for "no metadata" and "no env". */
+    if ((!sb.metadata_json && !(sb.metadata_json = strdup("{}"))) ||
+        (!sb.env_json && !(sb.env_json = strdup("{}")))) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    sb.vcpus = cols[11].integer;
+    sb.memory_mb = cols[12].integer;
+    sb.disk_mb = cols[13].integer;
+    sb.created_at = cols[14].integer;
+    sb.updated_at = cols[15].integer;
+    sb.end_at = cols[16].integer;
+    *(struct store_sandbox *)item = sb;
+    return 0;
+fail:
+    store_sandbox_release(&sb);
+    return r;
+}
+
+static int operation_decode(const struct store_value *cols, size_t n_cols, void *item)
+{
+    struct store_operation op = { 0 };
+    char **const texts[] = {
+        &op.id, &op.kind, &op.sandbox_id, &op.state, &op.error, &op.result_json,
+    };
+    int r;
+
+    if (n_cols != STORE_OPERATION_N_PARAMS) {
+        return -EIO;
+    }
+    r = dup_texts(cols, texts, ARRAY_SIZE(texts));
+    if (r < 0) {
+        store_operation_release(&op);
+        return r;
+    }
+    op.created_at = cols[6].integer;
+    op.updated_at = cols[7].integer;
+    *(struct store_operation *)item = op;
+    return 0;
+}
+
+static int api_key_decode(const struct store_value *cols, size_t n_cols, void *item)
+{
+    struct store_api_key key = { 0 };
+    char **const texts[] = { &key.id, &key.name, &key.prefix, &key.hash };
+    int r;
+
+    if (n_cols != STORE_API_KEY_N_PARAMS) {
+        return -EIO;
+    }
+    r = dup_texts(cols, texts, ARRAY_SIZE(texts));
+    if (r < 0) {
+        store_api_key_release(&key);
+        return r;
+    }
+    key.created_at = cols[4].integer;
+    key.last_used_at = cols[5].integer;
+    *(struct store_api_key *)item = key;
+    return 0;
+}
+
+static void sandbox_release_item(void *item)
+{
+    store_sandbox_release(item);
+}
+
+static void operation_release_item(void *item)
+{
+    store_operation_release(item);
+}
+
+static void api_key_release_item(void *item)
+{
+    store_api_key_release(item);
+}
+
+void store_rows_init_sandbox(struct store_rows *rows)
+{
+    *rows = (struct store_rows){
+        .size = sizeof(struct store_sandbox),
+        .decode = sandbox_decode,
+        .release = sandbox_release_item,
+    };
+}
+
+void store_rows_init_operation(struct store_rows *rows)
+{
+    *rows = (struct store_rows){
+        .size = sizeof(struct store_operation),
+        .decode = operation_decode,
+        .release = operation_release_item,
+    };
+}
+
+void store_rows_init_api_key(struct store_rows *rows)
+{
+    *rows = (struct store_rows){
+        .size = sizeof(struct store_api_key),
+        .decode = api_key_decode,
+        .release = api_key_release_item,
+    };
+}
+
+int store_rows_add(const struct store_value *cols, size_t n_cols, void *userdata)
+{
+    struct store_rows *rows = userdata;
+    int r;
+
+    if (rows->n == rows->alloc) {
+        size_t alloc = rows->alloc ? rows->alloc * 2 : 8;
+        void *items;
+
+        if (alloc > SIZE_MAX / rows->size) {
+            return -ENOMEM;
+        }
+        items = realloc(rows->items, alloc * rows->size);
+        if (!items) {
+            return -ENOMEM;
+        }
+        rows->items = items;
+        rows->alloc = alloc;
+    }
+    r = rows->decode(cols, n_cols, (char *)rows->items + rows->n * rows->size);
+    if (r < 0) {
+        return r;
+    }
+    rows->n++;
+    return 0;
+}
+
+int store_rows_take_one(struct store_rows *rows, void *ret)
+{
+    if (rows->n == 0) {
+        return -ENOENT;
+    }
+    memcpy(ret, rows->items, rows->size);
+    /* The first row now belongs to *ret; drop the rest. */
+    memmove(rows->items, (char *)rows->items + rows->size, (rows->n - 1) * rows->size);
+    rows->n--;
+    store_rows_release(rows);
+    return 0;
+}
+
+void *store_rows_take_all(struct store_rows *rows, size_t *ret_n)
+{
+    void *items = rows->n > 0 ? TAKE_PTR(rows->items) : NULL;
+
+    *ret_n = rows->n;
+    store_rows_release(rows);
+    return items;
+}
+
+void store_rows_release(struct store_rows *rows)
+{
+    for (size_t i = 0; rows->items && i < rows->n; i++) {
+        rows->release((char *)rows->items + i * rows->size);
+    }
+    free(rows->items);
+    rows->items = NULL;
+    rows->n = rows->alloc = 0;
+}
+
+int store_row_int64(const struct store_value *cols, size_t n_cols, void *userdata)
+{
+    struct store_int64_row *row = userdata;
+
+    if (n_cols != 1 || cols[0].is_null) {
+        return -EIO;
+    }
+    row->value = cols[0].integer;
+    row->found = true;
+    return 0;
+}
+
+/* ---- the list query ---- */
+
+int store_sandbox_list_query(const struct store_sandbox_filter *f, int64_t cursor_created_at,
+                             store_metadata_clause_fn metadata_clause, struct store_query *ret)
+{
+    struct strbuf sql = STRBUF_INIT;
+    struct store_query q = { 0 };
+    size_t n_states = 0, n_metadata = 0, max_params;
+    int r;
+
+    for (; f->states && f->states[n_states]; n_states++) {
+    }
+    for (; f->metadata && f->metadata[n_metadata]; n_metadata++) {
+    }
+    if (n_states > STORE_MAX_PARAMS || n_metadata > STORE_MAX_PARAMS / 2) {
+        return -EINVAL;
+    }
+    max_params = n_states + 2 * n_metadata + 3;
+    if (max_params > STORE_MAX_PARAMS) {
+        return -EINVAL;
+    }
+    q.params = calloc(max_params, sizeof(*q.params));
+    q.owned = calloc(n_metadata + 1, sizeof(*q.owned));
+    if (!q.params || !q.owned) {
+        r = -ENOMEM;
+        goto fail;
+    }
+
+    r = strbuf_appends(&sql, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE 1 = 1");
+    if (r < 0) {
+        goto fail;
+    }
+    if (!f->include_killed) {
+        r = strbuf_appends(&sql, " AND state <> 'killed'");
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    if (f->states) {
+        /* An empty list matches nothing; "IN ()" is not SQL. */
+        r = strbuf_appends(&sql, n_states == 0 ? " AND 1 = 0" : " AND state IN (");
+        for (size_t i = 0; r >= 0 && i < n_states; i++) {
+            q.params[q.n_params++] = STORE_PARAM_TEXT(f->states[i]);
+            r = strbuf_appendf(&sql, "%s$%zu", i > 0 ? ", " : "", q.n_params);
+        }
+        if (r >= 0 && n_states > 0) {
+            r = strbuf_appends(&sql, ")");
+        }
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    for (size_t i = 0; i < n_metadata; i++) {
+        char *key, *eq;
+
+        key = strdup(f->metadata[i]);
+        if (!key) {
+            r = -ENOMEM;
+            goto fail;
+        }
+        q.owned[q.n_owned++] = key;
+        eq = strchr(key, '=');
+        if (!eq) {
+            r = -EINVAL;
+            goto fail;
+        }
+        *eq = '\0';
+        q.params[q.n_params++] = STORE_PARAM_TEXT(key);
+        q.params[q.n_params++] = STORE_PARAM_TEXT(eq + 1);
+        r = strbuf_appends(&sql, " AND ");
+        if (r >= 0) {
+            r = metadata_clause(&sql, q.n_params - 1, q.n_params);
+        }
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    if (f->after_id) {
+        q.params[q.n_params++] = STORE_PARAM_INT(cursor_created_at);
+        q.params[q.n_params++] = STORE_PARAM_TEXT(f->after_id);
+        r = strbuf_appendf(&sql, " AND (created_at > $%zu OR (created_at = $%zu AND id > $%zu))",
+                           q.n_params - 1, q.n_params - 1, q.n_params);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    r = strbuf_appends(&sql, " ORDER BY created_at, id");
+    if (r < 0) {
+        goto fail;
+    }
+    if (f->limit > 0) {
+        uint64_t limit = MIN((uint64_t)f->limit, (uint64_t)INT64_MAX);
+
+        q.params[q.n_params++] = STORE_PARAM_INT((int64_t)limit);
+        r = strbuf_appendf(&sql, " LIMIT $%zu", q.n_params);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    q.sql = strbuf_detach(&sql, NULL);
+    if (!q.sql) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    *ret = q;
+    return 0;
+fail:
+    strbuf_release(&sql);
+    store_query_release(&q);
+    return r;
+}
+
+void store_query_release(struct store_query *q)
+{
+    free(q->sql);
+    free(q->params);
+    for (size_t i = 0; q->owned && i < q->n_owned; i++) {
+        free(q->owned[i]);
+    }
+    free(q->owned);
+    *q = (struct store_query){ 0 };
+}

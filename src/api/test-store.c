@@ -1,0 +1,997 @@
+/*
+ * One test suite for the store seam, run against every implementation
+ * (style.md R16): SQLite in a temporary directory always, PostgreSQL at
+ * $SPACE_TEST_PG_URL when it is set (tools/pg-test.sh starts one).
+ *
+ *   test-store sqlite   SQLite only (meson suite 'unit')
+ *   test-store pg       PostgreSQL only; exits 77 (skipped) without the URL (suite 'pg')
+ *   test-store          both, PostgreSQL skipped with a message without the URL
+ *
+ * Every test gets a fresh, migrated store: a new SQLite file, or a new
+ * PostgreSQL schema selected through PGOPTIONS=-csearch_path=..., dropped
+ * afterwards, so runs never see each other's rows and never touch anything
+ * else in that database.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/store.h"
+#include "basic/fileio.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/time-util.h"
+
+enum backend {
+    BACKEND_SQLITE,
+    BACKEND_PG,
+};
+
+static enum backend backend;
+static const char *pg_url;
+static PGconn *pg_admin;
+static char tmpdir[4096];
+static unsigned counter;
+
+struct fixture {
+    struct store *store;
+    char name[64]; /* SQLite file name or PostgreSQL schema */
+};
+
+/* ---- fixtures ---- */
+
+static void pg_admin_exec(const char *sql)
+{
+    PGresult *res = PQexec(pg_admin, sql);
+    ExecStatusType st = PQresultStatus(res);
+
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        fail_msg("'%s': %s", sql, PQresultErrorMessage(res));
+    }
+    PQclear(res);
+}
+
+static int fixture_open(void **state, bool migrate)
+{
+    struct fixture *fx = calloc(1, sizeof(*fx));
+    char url[4200];
+
+    assert_non_null(fx);
+    counter++;
+    if (backend == BACKEND_SQLITE) {
+        snprintf(fx->name, sizeof(fx->name), "store-%u.db", counter);
+        snprintf(url, sizeof(url), "sqlite:%s/%s", tmpdir, fx->name);
+        assert_int_equal(store_open(url, &fx->store), 0);
+        assert_string_equal(store_kind(fx->store), "sqlite");
+    } else {
+        char sql[128], options[128];
+
+        snprintf(fx->name, sizeof(fx->name), "store_test_%d_%u", (int)getpid(), counter);
+        snprintf(sql, sizeof(sql), "CREATE SCHEMA %s", fx->name);
+        pg_admin_exec(sql);
+        /* libpq reads these when connecting (and again on PQreset). */
+        snprintf(options, sizeof(options), "-c search_path=%s", fx->name);
+        setenv("PGOPTIONS", options, 1);
+        setenv("PGAPPNAME", fx->name, 1);
+        assert_int_equal(store_open(pg_url, &fx->store), 0);
+        assert_string_equal(store_kind(fx->store), "postgresql");
+    }
+    if (migrate) {
+        assert_int_equal(store_migrate(fx->store), 0);
+    }
+    *state = fx;
+    return 0;
+}
+
+static int setup(void **state)
+{
+    return fixture_open(state, true);
+}
+
+static int setup_unmigrated(void **state)
+{
+    return fixture_open(state, false);
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+
+    fx->store = store_close(fx->store);
+    if (backend == BACKEND_PG) {
+        char sql[128];
+
+        snprintf(sql, sizeof(sql), "DROP SCHEMA %s CASCADE", fx->name);
+        pg_admin_exec(sql);
+    }
+    free(fx);
+    return 0;
+}
+
+static struct store *S(void **state)
+{
+    return ((struct fixture *)*state)->store;
+}
+
+/* ---- helpers ---- */
+
+static struct store_sandbox sandbox(const char *id, int64_t created_at, const char *state)
+{
+    return (struct store_sandbox){
+        .id = (char *)id,
+        .template_id = "base",
+        .alias = "python",
+        .client_id = "client-1",
+        .state = (char *)state,
+        .desired_state = "running",
+        .node_id = "node-a",
+        .metadata_json = "{\"team\":\"a\"}",
+        .env_json = "{\"PATH\":\"/usr/bin\"}",
+        .envd_access_token = "token-123",
+        .error = NULL,
+        .vcpus = 2,
+        .memory_mb = 512,
+        .disk_mb = 4096,
+        .created_at = created_at,
+        .updated_at = created_at + 1,
+        .end_at = created_at + 300 * 1000000LL,
+    };
+}
+
+static void assert_str_eq_null(const char *a, const char *b)
+{
+    if (!a || !b) {
+        assert_ptr_equal(a, b);
+    } else {
+        assert_string_equal(a, b);
+    }
+}
+
+static void assert_sandbox_equal(const struct store_sandbox *a, const struct store_sandbox *b)
+{
+    assert_str_eq_null(a->id, b->id);
+    assert_str_eq_null(a->template_id, b->template_id);
+    assert_str_eq_null(a->alias, b->alias);
+    assert_str_eq_null(a->client_id, b->client_id);
+    assert_str_eq_null(a->state, b->state);
+    assert_str_eq_null(a->desired_state, b->desired_state);
+    assert_str_eq_null(a->node_id, b->node_id);
+    assert_str_eq_null(a->metadata_json, b->metadata_json);
+    assert_str_eq_null(a->env_json, b->env_json);
+    assert_str_eq_null(a->envd_access_token, b->envd_access_token);
+    assert_str_eq_null(a->error, b->error);
+    assert_int_equal(a->vcpus, b->vcpus);
+    assert_int_equal(a->memory_mb, b->memory_mb);
+    assert_int_equal(a->disk_mb, b->disk_mb);
+    assert_int_equal(a->created_at, b->created_at);
+    assert_int_equal(a->updated_at, b->updated_at);
+    assert_int_equal(a->end_at, b->end_at);
+}
+
+/* Lists with f and checks the ids, in order, against want (NULL-terminated). */
+static void assert_list(struct store *s, const struct store_sandbox_filter *f,
+                        const char *const *want)
+{
+    struct store_sandbox *list = NULL;
+    size_t n = 0, n_want = 0;
+
+    while (want[n_want]) {
+        n_want++;
+    }
+    assert_int_equal(store_sandbox_list(s, f, &list, &n), 0);
+    assert_int_equal(n, n_want);
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(list[i].id, want[i]);
+    }
+    store_sandbox_list_free(list, n);
+}
+
+static struct store_operation operation(const char *id, const char *sandbox_id, const char *state,
+                                        int64_t created_at)
+{
+    return (struct store_operation){
+        .id = (char *)id,
+        .kind = "sandbox.create",
+        .sandbox_id = (char *)sandbox_id,
+        .state = (char *)state,
+        .error = NULL,
+        .result_json = NULL,
+        .created_at = created_at,
+        .updated_at = created_at,
+    };
+}
+
+static struct store_api_key api_key(const char *id, const char *hash, int64_t created_at)
+{
+    return (struct store_api_key){
+        .id = (char *)id,
+        .name = "ci key",
+        .prefix = "sk_1234",
+        .hash = (char *)hash,
+        .created_at = created_at,
+        .last_used_at = 0,
+    };
+}
+
+/* ---- tests ---- */
+
+static void test_store_migrate_idempotent(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox sb = sandbox("sb00000000000000000a", 100, "running"), got = { 0 };
+
+    assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    assert_int_equal(store_migrate(s), 0);
+    assert_int_equal(store_migrate(s), 0);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    assert_sandbox_equal(&got, &sb);
+    store_sandbox_release(&got);
+}
+
+static void test_store_unmigrated_is_eio(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox sb = sandbox("sb00000000000000000a", 100, "running"), got = { 0 };
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), -EIO);
+    assert_int_equal(store_sandbox_insert(s, &sb), -EIO);
+    assert_int_equal(store_sandbox_list(s, NULL, &list, &n), -EIO);
+    assert_null(list);
+    assert_int_equal(store_migrate(s), 0);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), -ENOENT);
+    assert_int_equal(store_sandbox_insert(s, &sb), 0);
+}
+
+static void test_store_sandbox_crud(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox sb = sandbox("sb00000000000000000a", 100, "creating"), got = { 0 };
+    struct store_sandbox bare = {
+        .id = "sb00000000000000000b",
+        .template_id = "base",
+        .client_id = "c",
+        .state = "creating",
+        .desired_state = "running",
+    };
+
+    assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    assert_sandbox_equal(&got, &sb);
+    store_sandbox_release(&got);
+    assert_null(got.id);
+
+    /* Optional fields left NULL come back NULL; metadata and env as "{}". */
+    assert_int_equal(store_sandbox_insert(s, &bare), 0);
+    assert_int_equal(store_sandbox_get(s, bare.id, &got), 0);
+    assert_null(got.alias);
+    assert_null(got.node_id);
+    assert_null(got.envd_access_token);
+    assert_null(got.error);
+    assert_string_equal(got.metadata_json, "{}");
+    assert_string_equal(got.env_json, "{}");
+    assert_int_equal(got.end_at, 0);
+    store_sandbox_release(&got);
+
+    sb.state = "running";
+    sb.node_id = NULL;
+    sb.alias = NULL;
+    sb.error = "placement failed";
+    sb.metadata_json = "{\"team\":\"b\",\"env\":\"prod\"}";
+    sb.vcpus = 8;
+    sb.updated_at = 200;
+    sb.end_at = 0;
+    assert_int_equal(store_sandbox_update(s, &sb), 0);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    assert_sandbox_equal(&got, &sb);
+    store_sandbox_release(&got);
+
+    sb.id = "sb0000000000000nope0";
+    assert_int_equal(store_sandbox_update(s, &sb), -ENOENT);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), -ENOENT);
+    assert_null(got.id); /* written only on success */
+
+    assert_int_equal(store_sandbox_delete(s, "sb00000000000000000a"), 0);
+    assert_int_equal(store_sandbox_get(s, "sb00000000000000000a", &got), -ENOENT);
+    assert_int_equal(store_sandbox_delete(s, "sb00000000000000000a"), -ENOENT);
+    assert_int_equal(store_sandbox_get(s, bare.id, &got), 0);
+    store_sandbox_release(&got);
+}
+
+static void test_store_sandbox_duplicate(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox sb = sandbox("sb00000000000000000a", 100, "running"), got = { 0 };
+    struct store_sandbox again = sandbox("sb00000000000000000a", 999, "paused");
+
+    assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    assert_int_equal(store_sandbox_insert(s, &again), -EEXIST);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    assert_sandbox_equal(&got, &sb);
+    store_sandbox_release(&got);
+}
+
+static void test_store_sandbox_list_states(void **state)
+{
+    struct store *s = S(state);
+    const char *const states[] = { "running", "paused", "creating", "killed" };
+    const char *const ids[] = { "sb0000000000000000r1", "sb0000000000000000p1",
+                                "sb0000000000000000c1", "sb0000000000000000k1" };
+    const char *const running_paused[] = { "running", "paused", NULL };
+    const char *const killed[] = { "killed", NULL };
+    const char *const none[] = { NULL };
+
+    for (size_t i = 0; i < 4; i++) {
+        struct store_sandbox sb = sandbox(ids[i], 100 + (int64_t)i, states[i]);
+
+        assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    }
+    assert_list(s, NULL, (const char *const[]){ ids[0], ids[1], ids[2], NULL });
+    assert_list(s, &(struct store_sandbox_filter){ .states = running_paused },
+                (const char *const[]){ ids[0], ids[1], NULL });
+    assert_list(s, &(struct store_sandbox_filter){ .include_killed = true },
+                (const char *const[]){ ids[0], ids[1], ids[2], ids[3], NULL });
+    /* Killed rows stay hidden unless include_killed, whatever states says. */
+    assert_list(s, &(struct store_sandbox_filter){ .states = killed }, none);
+    assert_list(s, &(struct store_sandbox_filter){ .states = killed, .include_killed = true },
+                (const char *const[]){ ids[3], NULL });
+    /* An empty states list matches nothing. */
+    assert_list(s, &(struct store_sandbox_filter){ .states = none }, none);
+    assert_list(s, &(struct store_sandbox_filter){ .limit = 2 },
+                (const char *const[]){ ids[0], ids[1], NULL });
+}
+
+static void test_store_sandbox_list_metadata(void **state)
+{
+    struct store *s = S(state);
+    const char *const metadata[] = {
+        "{\"team\":\"a\",\"env\":\"prod\"}",
+        "{\"team\":\"a\",\"env\":\"dev\"}",
+        "{\"team\":\"b\",\"env\":\"prod\"}",
+        "{\"x\":\"k=v\",\"a.b\\\"c\":\"dot\",\"$.team\":\"a\",\"ключ\":\"значение 🚀\"}",
+        "{}",
+    };
+    const char *const ids[] = { "sb000000000000000001", "sb000000000000000002",
+                                "sb000000000000000003", "sb000000000000000004",
+                                "sb000000000000000005" };
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+
+    for (size_t i = 0; i < 5; i++) {
+        struct store_sandbox sb = sandbox(ids[i], 100 + (int64_t)i, "running");
+
+        sb.metadata_json = (char *)metadata[i];
+        assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    }
+    assert_list(s, &(struct store_sandbox_filter){ .metadata = (const char *[]){ "team=a", NULL } },
+                (const char *const[]){ ids[0], ids[1], NULL });
+    assert_list(s,
+                &(struct store_sandbox_filter){
+                    .metadata = (const char *[]){ "team=a", "env=prod", NULL } },
+                (const char *const[]){ ids[0], NULL });
+    assert_list(
+        s,
+        &(struct store_sandbox_filter){ .metadata = (const char *[]){ "env=prod", "team=b", NULL },
+                                        .states = (const char *[]){ "running", NULL } },
+        (const char *const[]){ ids[2], NULL });
+    /* The value is everything after the first '='. */
+    assert_list(s, &(struct store_sandbox_filter){ .metadata = (const char *[]){ "x=k=v", NULL } },
+                (const char *const[]){ ids[3], NULL });
+    /* Keys are matched exactly, never read as JSON paths. */
+    assert_list(
+        s, &(struct store_sandbox_filter){ .metadata = (const char *[]){ "a.b\"c=dot", NULL } },
+        (const char *const[]){ ids[3], NULL });
+    assert_list(s,
+                &(struct store_sandbox_filter){ .metadata = (const char *[]){ "$.team=a", NULL } },
+                (const char *const[]){ ids[3], NULL });
+    assert_list(
+        s,
+        &(struct store_sandbox_filter){ .metadata = (const char *[]){ "ключ=значение 🚀", NULL } },
+        (const char *const[]){ ids[3], NULL });
+    assert_list(s, &(struct store_sandbox_filter){ .metadata = (const char *[]){ "team=", NULL } },
+                (const char *const[]){ NULL });
+    assert_list(s,
+                &(struct store_sandbox_filter){ .metadata = (const char *[]){ "missing=a", NULL } },
+                (const char *const[]){ NULL });
+    assert_int_equal(
+        store_sandbox_list(
+            s, &(struct store_sandbox_filter){ .metadata = (const char *[]){ "team", NULL } },
+            &list, &n),
+        -EINVAL);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void test_store_sandbox_list_pagination(void **state)
+{
+    struct store *s = S(state);
+    char ids[25][21], *expected[25];
+    const char *after = NULL;
+    char last[21] = "";
+    size_t seen = 0, pages = 0;
+
+    /* Three rows share each created_at and ids are not in insertion order,
+     * so the id tiebreak and the strictly-after cursor are both exercised. */
+    for (size_t i = 0; i < 25; i++) {
+        struct store_sandbox sb;
+
+        snprintf(ids[i], sizeof(ids[i]), "sb%018zu", (i * 7) % 25);
+        sb = sandbox(ids[i], 1000 + (int64_t)(i / 3), i % 5 == 4 ? "paused" : "running");
+        assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    }
+    for (size_t g = 0; g < 25; g += 3) {
+        size_t n = MIN((size_t)3, 25 - g);
+
+        for (size_t i = 0; i < n; i++) {
+            expected[g + i] = ids[g + i];
+        }
+        qsort(&expected[g], n, sizeof(expected[0]), cmp_str);
+    }
+
+    for (;;) {
+        struct store_sandbox *list = NULL;
+        size_t n = 0;
+
+        assert_int_equal(
+            store_sandbox_list(s, &(struct store_sandbox_filter){ .after_id = after, .limit = 10 },
+                               &list, &n),
+            0);
+        if (n == 0) {
+            assert_null(list);
+            break;
+        }
+        pages++;
+        assert_true(n <= 10);
+        for (size_t i = 0; i < n; i++) {
+            assert_true(seen < 25);
+            assert_string_equal(list[i].id, expected[seen]);
+            seen++;
+        }
+        snprintf(last, sizeof(last), "%s", list[n - 1].id);
+        after = last;
+        store_sandbox_list_free(list, n);
+    }
+    assert_int_equal(seen, 25);
+    assert_int_equal(pages, 3);
+
+    /* The cursor composes with filters: 5 paused rows, pages of 2. */
+    after = NULL;
+    seen = 0;
+    for (;;) {
+        struct store_sandbox *list = NULL;
+        size_t n = 0;
+
+        assert_int_equal(
+            store_sandbox_list(
+                s,
+                &(struct store_sandbox_filter){
+                    .after_id = after, .limit = 2, .states = (const char *[]){ "paused", NULL } },
+                &list, &n),
+            0);
+        if (n == 0) {
+            break;
+        }
+        for (size_t i = 0; i < n; i++) {
+            assert_string_equal(list[i].state, "paused");
+        }
+        seen += n;
+        snprintf(last, sizeof(last), "%s", list[n - 1].id);
+        after = last;
+        store_sandbox_list_free(list, n);
+    }
+    assert_int_equal(seen, 5);
+
+    /* A cursor whose row is gone is an error, not an empty page. */
+    {
+        struct store_sandbox *list = NULL;
+        size_t n = 0;
+
+        assert_int_equal(
+            store_sandbox_list(
+                s, &(struct store_sandbox_filter){ .after_id = "sb0000000000000nope0" }, &list, &n),
+            -ENOENT);
+    }
+}
+
+static void test_store_operations(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox sb = sandbox("sb00000000000000000a", 100, "running");
+    struct store_operation ops[] = {
+        operation("00000000000000000000000000000003", sb.id, "pending", 30),
+        operation("00000000000000000000000000000002", NULL, "running", 10),
+        operation("00000000000000000000000000000001", sb.id, "pending", 10),
+        operation("00000000000000000000000000000004", NULL, "succeeded", 5),
+        operation("00000000000000000000000000000005", NULL, "failed", 1),
+    };
+    struct store_operation got = { 0 }, *list = NULL;
+    struct store_operation orphan =
+        operation("0000000000000000000000000000000f", "sb000000000000000000", "pending", 1);
+    size_t n = 0;
+
+    assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
+        assert_int_equal(store_operation_insert(s, &ops[i]), 0);
+    }
+    assert_int_equal(store_operation_insert(s, &ops[0]), -EEXIST);
+    /* The sandbox it names must exist. */
+    assert_int_equal(store_operation_insert(s, &orphan), -ENOENT);
+
+    assert_int_equal(store_operation_get(s, ops[0].id, &got), 0);
+    assert_string_equal(got.id, ops[0].id);
+    assert_string_equal(got.kind, "sandbox.create");
+    assert_string_equal(got.sandbox_id, sb.id);
+    assert_string_equal(got.state, "pending");
+    assert_null(got.error);
+    assert_null(got.result_json);
+    assert_int_equal(got.created_at, 30);
+    store_operation_release(&got);
+
+    /* Oldest first, id breaks ties; finished ones are left out. */
+    assert_int_equal(store_operation_list_unfinished(s, &list, &n), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(list[0].id, "00000000000000000000000000000001");
+    assert_string_equal(list[1].id, "00000000000000000000000000000002");
+    assert_string_equal(list[2].id, "00000000000000000000000000000003");
+    assert_null(list[1].sandbox_id);
+    store_operation_list_free(list, n);
+
+    ops[0].state = "succeeded";
+    ops[0].result_json = "{\"sandboxID\":\"sb00000000000000000a\",\"n\":[1,2.5,null]}";
+    ops[0].updated_at = 40;
+    assert_int_equal(store_operation_update(s, &ops[0]), 0);
+    ops[1].state = "failed";
+    ops[1].error = "node 'a' is gone";
+    assert_int_equal(store_operation_update(s, &ops[1]), 0);
+    assert_int_equal(store_operation_get(s, ops[1].id, &got), 0);
+    assert_string_equal(got.state, "failed");
+    assert_string_equal(got.error, "node 'a' is gone");
+    store_operation_release(&got);
+    assert_int_equal(store_operation_get(s, ops[0].id, &got), 0);
+    assert_string_equal(got.result_json, ops[0].result_json);
+    assert_int_equal(got.updated_at, 40);
+    store_operation_release(&got);
+
+    assert_int_equal(store_operation_list_unfinished(s, &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].id, "00000000000000000000000000000001");
+    store_operation_list_free(list, n);
+
+    assert_int_equal(store_operation_update(s, &orphan), -ENOENT);
+    assert_int_equal(store_operation_get(s, orphan.id, &got), -ENOENT);
+
+    /* Deleting the sandbox keeps its operations and clears the link. */
+    assert_int_equal(store_sandbox_delete(s, sb.id), 0);
+    assert_int_equal(store_operation_get(s, ops[2].id, &got), 0);
+    assert_null(got.sandbox_id);
+    store_operation_release(&got);
+
+    /* No unfinished operations: an empty list. */
+    ops[2].state = "succeeded";
+    ops[2].sandbox_id = NULL;
+    assert_int_equal(store_operation_update(s, &ops[2]), 0);
+    assert_int_equal(store_operation_list_unfinished(s, &list, &n), 0);
+    assert_int_equal(n, 0);
+    assert_null(list);
+}
+
+static void test_store_api_keys(void **state)
+{
+    struct store *s = S(state);
+    struct store_api_key k1 = api_key("a0000000000000000000000000000001", "hash-1", 20);
+    struct store_api_key k2 = api_key("a0000000000000000000000000000002", "hash-2", 10);
+    struct store_api_key same_hash = api_key("a0000000000000000000000000000003", "hash-1", 30);
+    struct store_api_key got = { 0 }, *list = NULL;
+    size_t n = 0;
+
+    assert_int_equal(store_api_key_list(s, &list, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(store_api_key_insert(s, &k1), 0);
+    assert_int_equal(store_api_key_insert(s, &k2), 0);
+    assert_int_equal(store_api_key_insert(s, &k1), -EEXIST);
+    assert_int_equal(store_api_key_insert(s, &same_hash), -EEXIST);
+
+    assert_int_equal(store_api_key_get_by_hash(s, "hash-1", &got), 0);
+    assert_string_equal(got.id, k1.id);
+    assert_string_equal(got.name, "ci key");
+    assert_string_equal(got.prefix, "sk_1234");
+    assert_string_equal(got.hash, "hash-1");
+    assert_int_equal(got.created_at, 20);
+    assert_int_equal(got.last_used_at, 0);
+    store_api_key_release(&got);
+    assert_int_equal(store_api_key_get_by_hash(s, "hash-9", &got), -ENOENT);
+
+    assert_int_equal(store_api_key_list(s, &list, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(list[0].id, k2.id); /* oldest first */
+    assert_string_equal(list[1].id, k1.id);
+    store_api_key_list_free(list, n);
+
+    assert_int_equal(store_api_key_touch(s, k1.id, 1700000000000000LL), 0);
+    assert_int_equal(store_api_key_get_by_hash(s, "hash-1", &got), 0);
+    assert_int_equal(got.last_used_at, 1700000000000000LL);
+    store_api_key_release(&got);
+    assert_int_equal(store_api_key_touch(s, "nope", 1), -ENOENT);
+
+    assert_int_equal(store_api_key_delete(s, k1.id), 0);
+    assert_int_equal(store_api_key_delete(s, k1.id), -ENOENT);
+    assert_int_equal(store_api_key_get_by_hash(s, "hash-1", &got), -ENOENT);
+    /* Its hash is free again. */
+    assert_int_equal(store_api_key_insert(s, &same_hash), 0);
+    assert_int_equal(store_api_key_list(s, &list, &n), 0);
+    assert_int_equal(n, 2);
+    store_api_key_list_free(list, n);
+}
+
+static void test_store_transactions(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox a = sandbox("sb00000000000000000a", 100, "creating");
+    struct store_sandbox b = sandbox("sb00000000000000000b", 101, "creating");
+    struct store_operation op = operation("00000000000000000000000000000001", a.id, "pending", 1);
+    struct store_sandbox got = { 0 };
+    struct store_operation got_op = { 0 };
+
+    /* Rollback undoes both rows. */
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(store_begin(s), -EBUSY);
+    assert_int_equal(store_migrate(s), -EBUSY);
+    assert_int_equal(store_sandbox_insert(s, &a), 0);
+    assert_int_equal(store_operation_insert(s, &op), 0);
+    assert_int_equal(store_sandbox_get(s, a.id, &got), 0); /* visible inside */
+    store_sandbox_release(&got);
+    assert_int_equal(store_rollback(s), 0);
+    assert_int_equal(store_sandbox_get(s, a.id, &got), -ENOENT);
+    assert_int_equal(store_operation_get(s, op.id, &got_op), -ENOENT);
+
+    /* Commit keeps them. */
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(store_sandbox_insert(s, &a), 0);
+    assert_int_equal(store_operation_insert(s, &op), 0);
+    assert_int_equal(store_commit(s), 0);
+    assert_int_equal(store_sandbox_get(s, a.id, &got), 0);
+    store_sandbox_release(&got);
+    assert_int_equal(store_operation_get(s, op.id, &got_op), 0);
+    store_operation_release(&got_op);
+
+    /* A failed statement fails alone; the transaction goes on. */
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(store_sandbox_insert(s, &a), -EEXIST);
+    assert_int_equal(
+        store_operation_insert(s, &(struct store_operation){ .id = "0f",
+                                                             .kind = "k",
+                                                             .state = "pending",
+                                                             .sandbox_id = "missing" }),
+        -ENOENT);
+    assert_int_equal(store_sandbox_insert(s, &b), 0);
+    a.state = "running";
+    assert_int_equal(store_sandbox_update(s, &a), 0);
+    assert_int_equal(store_commit(s), 0);
+    assert_int_equal(store_sandbox_get(s, b.id, &got), 0);
+    store_sandbox_release(&got);
+    assert_int_equal(store_sandbox_get(s, a.id, &got), 0);
+    assert_string_equal(got.state, "running");
+    store_sandbox_release(&got);
+
+    /* Outside a transaction: commit is a misuse, rollback a no-op. */
+    assert_int_equal(store_commit(s), -EINVAL);
+    assert_int_equal(store_rollback(s), 0);
+}
+
+static void test_store_strings_roundtrip(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox sb = sandbox("sb00000000000000000a", 100, "running"), got = { 0 };
+    const size_t huge_len = 1024 * 1024;
+    char *huge = malloc(huge_len + 1);
+    const char *metadata = "{\"q\":\"it's \\\"quoted\\\" \\\\ back\\nslash\",\"ключ\":\"🚀\"}";
+
+    assert_non_null(huge);
+    for (size_t i = 0; i < huge_len; i++) {
+        huge[i] = (char)('a' + i % 26);
+    }
+    huge[huge_len] = '\0';
+
+    sb.template_id = "'; DROP TABLE sandboxes; --";
+    sb.alias = "\"double\" 'single' `back` \\ %s %n ? $1 :name @p";
+    sb.client_id = "日本語 ünïcödé 🚀 \xf4\x8f\xbf\xbf"; /* U+10FFFF, the last code point */
+    sb.error = huge;
+    sb.envd_access_token = "\x01\x02\t\n\r\x1b[31m\x7f end";
+    sb.metadata_json = (char *)metadata;
+    sb.env_json = "{\"A\":\"x=y;z\",\"EMPTY\":\"\"}";
+    sb.node_id = "";
+    sb.vcpus = INT64_MAX;
+    sb.memory_mb = INT64_MIN;
+    sb.created_at = -1;
+    assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    assert_sandbox_equal(&got, &sb);
+    assert_int_equal(strlen(got.error), huge_len);
+    store_sandbox_release(&got);
+
+    assert_list(
+        s,
+        &(struct store_sandbox_filter){
+            .metadata = (const char *[]){ "q=it's \"quoted\" \\ back\nslash", "ключ=🚀", NULL } },
+        (const char *const[]){ sb.id, NULL });
+
+    /* A huge metadata value is fine too. */
+    {
+        char *big = malloc(huge_len + 32);
+
+        assert_non_null(big);
+        snprintf(big, huge_len + 32, "{\"k\":\"%s\"}", huge);
+        sb.metadata_json = big;
+        assert_int_equal(store_sandbox_update(s, &sb), 0);
+        assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+        assert_string_equal(got.metadata_json, big);
+        store_sandbox_release(&got);
+        free(big);
+    }
+    free(huge);
+}
+
+static void test_store_bad_input(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox sb = sandbox("sb00000000000000000a", 100, "running"), got = { 0 };
+    struct store_operation op = operation("00000000000000000000000000000001", NULL, "pending", 1);
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+    const char *const bad_utf8[] = {
+        "\xff",
+        "\xc0\x80",         /* overlong NUL */
+        "\xed\xa0\x80",     /* surrogate */
+        "\xf4\x90\x80\x80", /* past U+10FFFF */
+        "abc\xe2\x82",      /* truncated */
+    };
+    const char *const bad_metadata[] = {
+        "{",
+        "[]",
+        "\"x\"",
+        "{\"a\":1}",
+        "{\"a\":null}",
+        "{\"a\":\"1\",\"a\":\"2\"}",
+        "{\"a\":\"\\u0000\"}",
+        "{\"a\":\"\\ud800\"}",
+        "{\"a\":\"b\"} trailing",
+        "",
+    };
+
+    for (size_t i = 0; i < ARRAY_SIZE(bad_utf8); i++) {
+        struct store_sandbox bad = sb;
+
+        bad.template_id = (char *)bad_utf8[i];
+        assert_int_equal(store_sandbox_insert(s, &bad), -EINVAL);
+        assert_int_equal(store_sandbox_get(s, bad_utf8[i], &got), -EINVAL);
+        assert_int_equal(store_sandbox_list(s,
+                                            &(struct store_sandbox_filter){
+                                                .states = (const char *[]){ bad_utf8[i], NULL } },
+                                            &list, &n),
+                         -EINVAL);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(bad_metadata); i++) {
+        struct store_sandbox bad = sb;
+
+        bad.metadata_json = (char *)bad_metadata[i];
+        assert_int_equal(store_sandbox_insert(s, &bad), -EINVAL);
+    }
+    sb.env_json = "[1]";
+    assert_int_equal(store_sandbox_insert(s, &sb), -EINVAL);
+    sb.env_json = NULL;
+
+    /* Required fields. */
+    sb.template_id = NULL;
+    assert_int_equal(store_sandbox_insert(s, &sb), -EINVAL);
+    sb.template_id = "base";
+    sb.id = NULL;
+    assert_int_equal(store_sandbox_insert(s, &sb), -EINVAL);
+    assert_int_equal(store_sandbox_update(s, &sb), -EINVAL);
+    sb.id = "sb00000000000000000a";
+    assert_int_equal(store_sandbox_insert(s, NULL), -EINVAL);
+    assert_int_equal(store_sandbox_get(s, NULL, &got), -EINVAL);
+    assert_int_equal(store_sandbox_get(s, sb.id, NULL), -EINVAL);
+    assert_int_equal(store_sandbox_delete(s, NULL), -EINVAL);
+    assert_int_equal(store_sandbox_list(s, NULL, NULL, &n), -EINVAL);
+
+    op.result_json = "{not json";
+    assert_int_equal(store_operation_insert(s, &op), -EINVAL);
+    op.result_json = "42";
+    op.kind = NULL;
+    assert_int_equal(store_operation_insert(s, &op), -EINVAL);
+    op.kind = "sandbox.kill";
+    assert_int_equal(store_operation_insert(s, &op), 0);
+
+    assert_int_equal(store_api_key_insert(s, &(struct store_api_key){ .id = "x" }), -EINVAL);
+    assert_int_equal(store_api_key_get_by_hash(s, NULL, &(struct store_api_key){ 0 }), -EINVAL);
+
+    /* Nothing bad got in; the good sandbox still does. */
+    assert_int_equal(store_sandbox_list(s, NULL, &list, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(store_sandbox_insert(s, &sb), 0);
+
+    assert_int_equal(store_migrate(NULL), -EINVAL);
+    assert_int_equal(store_begin(NULL), -EINVAL);
+    assert_null(store_kind(NULL));
+    assert_null(store_close(NULL));
+}
+
+static void test_store_open_bad(void **state)
+{
+    struct store *s = NULL;
+
+    assert_int_equal(store_open(NULL, &s), -EINVAL);
+    assert_int_equal(store_open("", &s), -EINVAL);
+    assert_int_equal(store_open("sqlite:", &s), -EINVAL);
+    assert_int_equal(store_open("\xff", &s), -EINVAL);
+    assert_int_equal(store_open("sqlite:/nonexistent-dir/a/b/store.db", &s), -EIO);
+    assert_int_equal(store_open("postgresql:///nope?host=/nonexistent-dir&connect_timeout=2", &s),
+                     -EIO);
+    assert_int_equal(store_open("postgres://%zz", &s), -EIO);
+    assert_null(s);
+}
+
+/* ---- PostgreSQL only ---- */
+
+/* Ends the store's server session, as a server restart or an idle timeout would. */
+static void pg_kill_session(const char *name)
+{
+    char sql[256];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '%s'",
+             name);
+    pg_admin_exec(sql);
+    /* pg_terminate_backend() only signals; wait until the session is gone. */
+    snprintf(sql, sizeof(sql), "SELECT 1 FROM pg_stat_activity WHERE application_name = '%s'",
+             name);
+    for (unsigned i = 0;; i++) {
+        PGresult *res = PQexec(pg_admin, sql);
+        int rows = PQntuples(res);
+
+        PQclear(res);
+        if (rows == 0) {
+            break;
+        }
+        assert_true(i < 500);
+        sleep_usec(10 * USEC_PER_MSEC);
+    }
+}
+
+static void test_store_pg_reconnect(void **state)
+{
+    struct fixture *fx = *state;
+    struct store *s = fx->store;
+    struct store_sandbox a = sandbox("sb00000000000000000a", 100, "running");
+    struct store_sandbox b = sandbox("sb00000000000000000b", 101, "running");
+    struct store_sandbox got = { 0 };
+
+    assert_int_equal(store_sandbox_insert(s, &a), 0);
+
+    /* Outside a transaction the statement is retried on a new connection. */
+    pg_kill_session(fx->name);
+    assert_int_equal(store_sandbox_get(s, a.id, &got), 0);
+    store_sandbox_release(&got);
+
+    /* Inside one it fails, and so does the commit: the transaction is gone. */
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(store_sandbox_insert(s, &b), 0);
+    pg_kill_session(fx->name);
+    assert_int_equal(store_sandbox_get(s, a.id, &got), -EIO);
+    assert_int_equal(store_commit(s), -EIO);
+    /* The next statement reconnects; b was never committed. */
+    assert_int_equal(store_sandbox_get(s, b.id, &got), -ENOENT);
+    assert_int_equal(store_sandbox_get(s, a.id, &got), 0);
+    store_sandbox_release(&got);
+
+    /* Same, ended with a rollback. */
+    assert_int_equal(store_begin(s), 0);
+    pg_kill_session(fx->name);
+    assert_int_equal(store_sandbox_insert(s, &b), -EIO);
+    assert_int_equal(store_rollback(s), 0);
+    assert_int_equal(store_sandbox_insert(s, &b), 0);
+}
+
+/* ---- main ---- */
+
+#define STORE_TESTS                                                                                \
+    cmocka_unit_test_setup_teardown(test_store_migrate_idempotent, setup, teardown),               \
+        cmocka_unit_test_setup_teardown(test_store_unmigrated_is_eio, setup_unmigrated, teardown), \
+        cmocka_unit_test_setup_teardown(test_store_sandbox_crud, setup, teardown),                 \
+        cmocka_unit_test_setup_teardown(test_store_sandbox_duplicate, setup, teardown),            \
+        cmocka_unit_test_setup_teardown(test_store_sandbox_list_states, setup, teardown),          \
+        cmocka_unit_test_setup_teardown(test_store_sandbox_list_metadata, setup, teardown),        \
+        cmocka_unit_test_setup_teardown(test_store_sandbox_list_pagination, setup, teardown),      \
+        cmocka_unit_test_setup_teardown(test_store_operations, setup, teardown),                   \
+        cmocka_unit_test_setup_teardown(test_store_api_keys, setup, teardown),                     \
+        cmocka_unit_test_setup_teardown(test_store_transactions, setup, teardown),                 \
+        cmocka_unit_test_setup_teardown(test_store_strings_roundtrip, setup, teardown),            \
+        cmocka_unit_test_setup_teardown(test_store_bad_input, setup, teardown)
+
+static int run_sqlite(void)
+{
+    const struct CMUnitTest tests[] = {
+        STORE_TESTS,
+        cmocka_unit_test(test_store_open_bad),
+    };
+    const char *base = getenv("TMPDIR");
+    int r;
+
+    snprintf(tmpdir, sizeof(tmpdir), "%s/test-store-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    backend = BACKEND_SQLITE;
+    r = cmocka_run_group_tests_name("store-sqlite", tests, NULL, NULL);
+    (void)rm_rf(tmpdir);
+    return r;
+}
+
+static int run_pg(void)
+{
+    const struct CMUnitTest tests[] = {
+        STORE_TESTS,
+        cmocka_unit_test_setup_teardown(test_store_pg_reconnect, setup, teardown),
+    };
+    int r;
+
+    pg_admin = PQconnectdb(pg_url);
+    if (PQstatus(pg_admin) != CONNECTION_OK) {
+        fprintf(stderr, "test-store: cannot connect to SPACE_TEST_PG_URL: %s",
+                PQerrorMessage(pg_admin));
+        PQfinish(pg_admin);
+        return 1;
+    }
+    /* DROP SCHEMA ... CASCADE lists every table it drops otherwise. */
+    pg_admin_exec("SET client_min_messages = warning");
+    backend = BACKEND_PG;
+    r = cmocka_run_group_tests_name("store-postgresql", tests, NULL, NULL);
+    PQfinish(pg_admin);
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "all";
+    bool sqlite = strcmp(which, "sqlite") == 0 || strcmp(which, "all") == 0;
+    bool pg = strcmp(which, "pg") == 0 || strcmp(which, "all") == 0;
+    int r = 0;
+
+    if (!sqlite && !pg) {
+        fprintf(stderr, "usage: test-store [sqlite|pg]\n");
+        return 2;
+    }
+    /* Exercise the debug messages, which carry the databases' errors. */
+    log_set_level(LOG_LEVEL_DEBUG);
+    pg_url = getenv("SPACE_TEST_PG_URL");
+    if (pg_url && !*pg_url) {
+        pg_url = NULL;
+    }
+    if (sqlite) {
+        r = run_sqlite();
+    }
+    if (pg) {
+        if (!pg_url) {
+            printf("test-store: SPACE_TEST_PG_URL is unset: PostgreSQL tests SKIPPED "
+                   "(start one with: export SPACE_TEST_PG_URL=$(tools/pg-test.sh start))\n");
+            return sqlite ? r : 77;
+        }
+        r |= run_pg();
+    }
+    return r;
+}
