@@ -23,7 +23,7 @@
 const char *client_socket(void)
 {
     const char *s = getenv("SPACE_SOCKET");
-    return s && *s ? s : "/run/space/node.sock";
+    return s && *s ? s : "/run/space/api.sock";
 }
 
 const char *client_data_dir(void)
@@ -32,54 +32,17 @@ const char *client_data_dir(void)
     return s && *s ? s : "/var/lib/space";
 }
 
-static int collect(const void *data, size_t len, void *userdata)
-{
-    return strbuf_append(userdata, data, len);
-}
-
 int client_call(const char *method, const char *path, json_t *body, int *ret_status,
                 json_t **ret_body)
 {
-    struct strbuf sb;
-    char *text = NULL;
-    int fd = -EBADF, status = 0;
-    int r;
-
-    strbuf_init(&sb, CLIENT_MAX_RESPONSE);
-    if (body) {
-        text = json_dumps(body, JSON_COMPACT);
-        if (!text) {
-            return -ENOMEM;
-        }
-    }
-    r = http_connect_unix(client_socket(), &fd);
-    if (r < 0) {
-        fprintf(stderr, "space: cannot reach space-node at '%s': %s (is it running? try 'space up')\n",
+    int r = http_client_unix_json(client_socket(), method, path, body, 0, CLIENT_MAX_RESPONSE,
+                                  ret_status, ret_body);
+    if (r == -ENOENT || r == -ECONNREFUSED) {
+        fprintf(stderr, "space: cannot reach space-api at '%s': %s (is it running? try 'space up')\n",
                 client_socket(), strerror(-r));
-        goto out;
+    } else if (r < 0) {
+        fprintf(stderr, "space: request to space-api failed: %s\n", strerror(-r));
     }
-    const char *headers[] = { "Content-Type: application/json", NULL };
-    struct http_request req = { .method = method, .path = path, .headers = headers,
-                                .body = text, .body_len = text ? strlen(text) : 0 };
-    r = http_client_request(fd, &req, 0, &status, NULL, collect, &sb);
-    if (r < 0) {
-        fprintf(stderr, "space: request to space-node failed: %s\n", strerror(-r));
-        goto out;
-    }
-    *ret_status = status;
-    *ret_body = NULL;
-    if (sb.len > 0) {
-        json_error_t err;
-        *ret_body = json_loadb(sb.buf, sb.len, 0, &err);
-        if (!*ret_body) {
-            fprintf(stderr, "space: invalid response from space-node: %s\n", err.text);
-            r = -EPROTO;
-        }
-    }
-out:
-    close_safe(fd);
-    free(text);
-    strbuf_release(&sb);
     return r;
 }
 
@@ -148,6 +111,12 @@ int client_find_node(char *buf, size_t n)
 {
     static const char *const rel[] = { "space-node", "../node/space-node", NULL };
     return find_path("SPACE_NODE", rel, buf, n);
+}
+
+int client_find_api(char *buf, size_t n)
+{
+    static const char *const rel[] = { "space-api", "../api/space-api", NULL };
+    return find_path("SPACE_API", rel, buf, n);
 }
 
 int client_find_agent(char *buf, size_t n)

@@ -7,7 +7,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-/* Socket of the node API: $SPACE_SOCKET or /run/space/node.sock. */
+/* The api's local admin socket: $SPACE_SOCKET or /run/space/api.sock. */
 const char *client_socket(void);
 const char *client_data_dir(void);
 
@@ -22,5 +22,6 @@ int client_call_ok(const char *method, const char *path, json_t *body, json_t **
 
 /* Paths of our own pieces, from env overrides, the install tree, or the build tree. */
 int client_find_node(char *buf, size_t n);
+int client_find_api(char *buf, size_t n);
 int client_find_agent(char *buf, size_t n);
 int client_find_share(char *buf, size_t n);

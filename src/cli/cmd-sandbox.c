@@ -42,6 +42,8 @@ static int sandbox_create(int argc, char **argv)
     static const struct option opts[] = {
         { "template", required_argument, NULL, 't' }, { "vcpus", required_argument, NULL, 'c' },
         { "memory", required_argument, NULL, 'm' },   { "json", no_argument, NULL, 'j' },
+        { "timeout", required_argument, NULL, 'T' },  { "env", required_argument, NULL, 'e' },
+        { "metadata", required_argument, NULL, 'M' },
         {},
     };
     json_t *body = json_object(), *res = NULL;
@@ -49,10 +51,33 @@ static int sandbox_create(int argc, char **argv)
     uint32_t v;
     int c, r = 1;
 
+    json_t *env = json_object(), *metadata = json_object();
     json_object_set_new(body, "template", json_string("base"));
+    json_object_set_new(body, "env", env);
+    json_object_set_new(body, "metadata", metadata);
     optind = 1;
     while ((c = getopt_long(argc, argv, "t:", opts, NULL)) >= 0) {
         switch (c) {
+        case 'e':
+        case 'M': {
+            char *eq = strchr(optarg, '=');
+            if (!eq) {
+                fprintf(stderr, "space: expected KEY=VALUE, got '%s'\n", optarg);
+                r = 2;
+                goto out;
+            }
+            *eq = '\0';
+            json_object_set_new(c == 'e' ? env : metadata, optarg, json_string(eq + 1));
+            break;
+        }
+        case 'T':
+            if (parse_u32(optarg, &v) < 0) {
+                fprintf(stderr, "space: invalid --timeout '%s'\n", optarg);
+                r = 2;
+                goto out;
+            }
+            json_object_set_new(body, "timeout_s", json_integer(v));
+            break;
         case 't':
             json_object_set_new(body, "template", json_string(optarg));
             break;
@@ -73,7 +98,7 @@ static int sandbox_create(int argc, char **argv)
             goto out;
         }
     }
-    if (client_call_ok("POST", "/v1/sandboxes", body, &res) < 0) {
+    if (client_call_ok("POST", "/v1/sandboxes?wait=true", body, &res) < 0) {
         goto out;
     }
     if (as_json) {
@@ -153,7 +178,7 @@ static int sandbox_kill(int argc, char **argv)
         return 2;
     }
     for (int i = 1; i < argc; i++) {
-        if (sandbox_path(argv[i], "", path, sizeof(path)) < 0) {
+        if (sandbox_path(argv[i], "?wait=true", path, sizeof(path)) < 0) {
             return 2;
         }
         if (client_call_ok("DELETE", path, NULL, NULL) < 0) {

@@ -1,13 +1,17 @@
 /*
- * space up [--detach] [NODE OPTIONS...] / space down
+ * space up [--detach] [OPTIONS] / space down
  *
- * up builds (or confirms cached) the base template, then runs space-node in
- * the foreground, or with --detach starts it in its own session, logging to
- * <data>/node.log, and returns once the node answers /health. down sends
- * SIGTERM to that node, which kills its sandboxes and leaves nothing behind.
+ * up builds (or confirms cached) the base template, then starts space-node
+ * and space-api, each in its own session logging to <data>/<name>.log, and
+ * waits until both answer /health. With --detach it returns then and prints
+ * shell `export` lines for the E2B SDKs (eval "$(space up --detach)"), all
+ * status going to stderr; without it, it stays in the foreground until
+ * interrupted and then stops both. down stops both with SIGTERM (the node
+ * kills its sandboxes and leaves nothing behind).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,126 +31,35 @@
 
 #define UP_TIMEOUT (180 * USEC_PER_SEC)
 
-static const char *pidfile(void)
+static const char *env_or(const char *name, const char *def)
 {
-    const char *s = getenv("SPACE_PIDFILE");
-    return s && *s ? s : "/run/space/node.pid";
+    const char *s = getenv(name);
+    return s && *s ? s : def;
 }
 
-static bool node_healthy(json_t **ret)
+static const char *node_socket(void)
+{
+    return env_or("SPACE_NODE_SOCKET", "/run/space/node.sock");
+}
+
+static const char *tunnel_socket(void)
+{
+    return env_or("SPACE_TUNNEL_SOCKET", "/run/space/tunnel.sock");
+}
+
+static void pidfile(const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s.pid", env_or("SPACE_RUN_DIR", "/run/space"), name);
+}
+
+static bool healthy(const char *socket)
 {
     json_t *res = NULL;
     int status = 0;
-    int fd = -EBADF;
-
-    /* Quietly probe first, so a stopped node is not reported as an error. */
-    if (http_connect_unix(client_socket(), &fd) < 0) {
-        return false;
-    }
-    close_safe(fd);
-    if (client_call("GET", "/health", NULL, &status, &res) < 0 || status != 200) {
-        json_decref(res);
-        return false;
-    }
-    if (ret) {
-        *ret = res;
-    } else {
-        json_decref(res);
-    }
-    return true;
-}
-
-static void print_ready(json_t *health)
-{
-    fprintf(stderr, "space: platform is up: node API on '%s', runtime %s, accelerator %s\n",
-            client_socket(), json_string_value(json_object_get(health, "runtime")),
-            json_string_value(json_object_get(health, "accel")));
-}
-
-int cmd_up(int argc, char **argv)
-{
-    char node[PATH_MAX], log_path[PATH_MAX];
-    const char *nargv[64];
-    bool detach = false;
-    size_t n = 0;
-    json_t *health = NULL;
-    pid_t pid;
-    int r;
-
-    if (client_find_node(node, sizeof(node)) < 0) {
-        fprintf(stderr, "space: cannot find space-node (set SPACE_NODE)\n");
-        return 1;
-    }
-    nargv[n++] = node;
-    nargv[n++] = "--data-dir";
-    nargv[n++] = client_data_dir();
-    nargv[n++] = "--socket";
-    nargv[n++] = client_socket();
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--detach") == 0 || strcmp(argv[i], "-d") == 0) {
-            detach = true;
-        } else if (n < ARRAY_SIZE(nargv) - 1) {
-            nargv[n++] = argv[i]; /* everything else is for space-node */
-        }
-    }
-    nargv[n] = NULL;
-
-    if (node_healthy(&health)) {
-        print_ready(health);
-        json_decref(health);
-        return 0;
-    }
-    if (template_build("base") != 0) {
-        return 1;
-    }
-    if (!detach) {
-        execv(node, (char *const *)nargv);
-        fprintf(stderr, "space: cannot run '%s': %s\n", node, strerror(errno));
-        return 1;
-    }
-
-    (void)mkdir_p(client_data_dir(), 0700);
-    snprintf(log_path, sizeof(log_path), "%s/node.log", client_data_dir());
-    int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (log_fd < 0) {
-        fprintf(stderr, "space: cannot open '%s': %s\n", log_path, strerror(errno));
-        return 1;
-    }
-    struct spawn_opts opts = { .argv = nargv, .stdin_fd = -1, .stdout_fd = log_fd,
-                               .stderr_fd = log_fd, .netns_fd = -1, .new_session = true };
-    r = spawn_start(&opts, &pid);
-    close_safe(log_fd);
-    if (r < 0) {
-        fprintf(stderr, "space: cannot start space-node: %s\n", strerror(-r));
-        return 1;
-    }
-    char text[32];
-    snprintf(text, sizeof(text), "%d\n", (int)pid);
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", pidfile());
-    char *slash = strrchr(dir, '/');
-    if (slash) {
-        *slash = '\0';
-        (void)mkdir_p(dir, 0755);
-    }
-    (void)write_file_atomic(pidfile(), text, strlen(text));
-
-    usec_t deadline = now_monotonic() + UP_TIMEOUT;
-    while (now_monotonic() < deadline) {
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            fprintf(stderr, "space: space-node exited during start; see '%s'\n", log_path);
-            return 1;
-        }
-        if (node_healthy(&health)) {
-            print_ready(health);
-            json_decref(health);
-            return 0;
-        }
-        sleep_usec(100 * USEC_PER_MSEC);
-    }
-    fprintf(stderr, "space: space-node did not become ready; see '%s'\n", log_path);
-    return 1;
+    int r = http_client_unix_json(socket, "GET", "/health", NULL, 2 * USEC_PER_SEC, 1 << 16,
+                                  &status, &res);
+    json_decref(res);
+    return r >= 0 && status == 200;
 }
 
 /* kill(pid, 0) succeeds on zombies, and our init may never reap: read the state instead. */
@@ -165,37 +78,190 @@ static bool process_running(pid_t pid)
     return running;
 }
 
-int cmd_down(int argc, char **argv)
+/* Starts argv in its own session, logging to <data>/<name>.log, and waits for /health. */
+static int start_daemon(const char *name, const char *const *argv, const char *socket)
 {
-    char *text = NULL;
+    char log_path[PATH_MAX], pid_path[PATH_MAX], text[32];
+    int log_fd;
+    pid_t pid;
+    int r;
+
+    snprintf(log_path, sizeof(log_path), "%s/%s.log", client_data_dir(), name);
+    log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (log_fd < 0) {
+        fprintf(stderr, "space: cannot open '%s': %s\n", log_path, strerror(errno));
+        return -errno;
+    }
+    struct spawn_opts opts = { .argv = argv, .stdin_fd = -1, .stdout_fd = log_fd,
+                               .stderr_fd = log_fd, .netns_fd = -1, .new_session = true };
+    r = spawn_start(&opts, &pid);
+    close_safe(log_fd);
+    if (r < 0) {
+        fprintf(stderr, "space: cannot start %s: %s\n", name, strerror(-r));
+        return r;
+    }
+    pidfile(name, pid_path, sizeof(pid_path));
+    snprintf(text, sizeof(text), "%d\n", (int)pid);
+    (void)write_file_atomic(pid_path, text, strlen(text));
+
+    usec_t deadline = now_monotonic() + UP_TIMEOUT;
+    while (now_monotonic() < deadline) {
+        if (waitpid(pid, NULL, WNOHANG) == pid) {
+            fprintf(stderr, "space: %s exited during start; see '%s'\n", name, log_path);
+            return -ECHILD;
+        }
+        if (healthy(socket)) {
+            return 0;
+        }
+        sleep_usec(50 * USEC_PER_MSEC);
+    }
+    fprintf(stderr, "space: %s did not become ready; see '%s'\n", name, log_path);
+    return -ETIMEDOUT;
+}
+
+static int stop_daemon(const char *name)
+{
+    char path[PATH_MAX], *text = NULL;
     uint32_t pid;
 
-    if (read_file(pidfile(), 64, &text, NULL) < 0) {
-        fprintf(stderr, "space: no running platform (no '%s')\n", pidfile());
+    pidfile(name, path, sizeof(path));
+    if (read_file(path, 64, &text, NULL) < 0) {
         return 0;
     }
     text[strcspn(text, "\n")] = '\0';
-    if (parse_u32(text, &pid) < 0 || pid < 2) {
-        fprintf(stderr, "space: invalid pidfile '%s'\n", pidfile());
-        free(text);
+    int r = parse_u32(text, &pid);
+    free(text);
+    if (r < 0 || pid < 2) {
+        fprintf(stderr, "space: invalid pidfile '%s'\n", path);
+        return -EINVAL;
+    }
+    if (kill((pid_t)pid, SIGTERM) == 0) {
+        usec_t deadline = now_monotonic() + 120 * USEC_PER_SEC;
+        while (process_running((pid_t)pid) && now_monotonic() < deadline) {
+            (void)waitpid((pid_t)pid, NULL, WNOHANG);
+            sleep_usec(50 * USEC_PER_MSEC);
+        }
+        if (process_running((pid_t)pid)) {
+            fprintf(stderr, "space: %s (pid %u) did not stop\n", name, pid);
+            return -ETIMEDOUT;
+        }
+    }
+    unlink(path);
+    return 0;
+}
+
+static void print_exports(FILE *f, const char *api_listen, const char *ingress_listen,
+                          const char *domain)
+{
+    char path[PATH_MAX], *key = NULL;
+
+    snprintf(path, sizeof(path), "%s/default-api-key", client_data_dir());
+    if (read_file(path, 256, &key, NULL) >= 0) {
+        key[strcspn(key, "\n")] = '\0';
+    }
+    fprintf(f, "export E2B_API_URL=http://%s\n", api_listen);
+    fprintf(f, "export E2B_SANDBOX_URL=http://%s\n", ingress_listen);
+    fprintf(f, "export E2B_DOMAIN=%s\n", domain);
+    fprintf(f, "export E2B_API_KEY=%s\n", key ? key : "");
+    free(key);
+}
+
+int cmd_up(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "detach", no_argument, NULL, 'd' },       { "store", required_argument, NULL, 's' },
+        { "listen", required_argument, NULL, 'l' }, { "ingress", required_argument, NULL, 'i' },
+        { "domain", required_argument, NULL, 'D' }, { "accel", required_argument, NULL, 'a' },
+        {},
+    };
+    const char *store = NULL, *accel = "auto";
+    const char *api_listen = env_or("SPACE_API_LISTEN", "127.0.0.1:3000");
+    const char *ingress_listen = env_or("SPACE_INGRESS_LISTEN", "127.0.0.1:3001");
+    const char *domain = env_or("SPACE_DOMAIN", "space.localhost");
+    char node[PATH_MAX], api[PATH_MAX], key_path[PATH_MAX];
+    bool detach = false;
+    int c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d", opts, NULL)) >= 0) {
+        switch (c) {
+        case 'd':
+            detach = true;
+            break;
+        case 's':
+            store = optarg;
+            break;
+        case 'l':
+            api_listen = optarg;
+            break;
+        case 'i':
+            ingress_listen = optarg;
+            break;
+        case 'D':
+            domain = optarg;
+            break;
+        case 'a':
+            accel = optarg;
+            break;
+        default:
+            fprintf(stderr, "usage: space up [--detach] [--store URL] [--listen IP:PORT] "
+                            "[--ingress IP:PORT] [--domain NAME] [--accel auto|kvm|tcg]\n");
+            return 2;
+        }
+    }
+    if (client_find_node(node, sizeof(node)) < 0 || client_find_api(api, sizeof(api)) < 0) {
+        fprintf(stderr, "space: cannot find space-node/space-api (set SPACE_NODE, SPACE_API)\n");
         return 1;
     }
-    free(text);
-    if (kill((pid_t)pid, SIGTERM) < 0 && errno == ESRCH) {
-        unlink(pidfile());
-        fprintf(stderr, "space: platform was not running\n");
+    (void)mkdir_p(client_data_dir(), 0700);
+    (void)mkdir_p(env_or("SPACE_RUN_DIR", "/run/space"), 0755);
+    snprintf(key_path, sizeof(key_path), "%s/default-api-key", client_data_dir());
+
+    if (!healthy(client_socket())) {
+        if (template_build("base") != 0) {
+            return 1;
+        }
+        const char *nargv[] = { node, "--data-dir", client_data_dir(), "--socket", node_socket(),
+                                "--tunnel-socket", tunnel_socket(), "--accel", accel, NULL };
+        if (!healthy(node_socket()) && start_daemon("node", nargv, node_socket()) < 0) {
+            return 1;
+        }
+        const char *aargv[] = { api, "--data-dir", client_data_dir(), "--socket", client_socket(),
+                                "--node-socket", node_socket(), "--tunnel-socket", tunnel_socket(),
+                                "--listen", api_listen, "--ingress", ingress_listen, "--domain",
+                                domain, "--bootstrap-key", key_path,
+                                store ? "--store" : NULL, store, NULL };
+        if (start_daemon("api", aargv, client_socket()) < 0) {
+            (void)stop_daemon("node");
+            return 1;
+        }
+    }
+    fprintf(stderr, "space: platform is up: API http://%s, sandbox ingress http://%s, "
+                    "CLI socket '%s'\n", api_listen, ingress_listen, client_socket());
+    if (detach) {
+        print_exports(stdout, api_listen, ingress_listen, domain);
         return 0;
     }
-    usec_t deadline = now_monotonic() + 120 * USEC_PER_SEC;
-    while (process_running((pid_t)pid) && now_monotonic() < deadline) {
-        (void)waitpid((pid_t)pid, NULL, WNOHANG);
-        sleep_usec(50 * USEC_PER_MSEC);
-    }
-    if (process_running((pid_t)pid)) {
-        fprintf(stderr, "space: space-node (pid %u) did not stop\n", pid);
+    fprintf(stderr, "space: for E2B SDKs:\n");
+    print_exports(stderr, api_listen, ingress_listen, domain);
+    fprintf(stderr, "space: running in the foreground; Ctrl-C stops it\n");
+    sigset_t set;
+    int sig;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    sigwait(&set, &sig);
+    return cmd_down(0, NULL);
+}
+
+int cmd_down(int argc, char **argv)
+{
+    int r = stop_daemon("api");
+    int k = stop_daemon("node");
+    if (r < 0 || k < 0) {
         return 1;
     }
-    unlink(pidfile());
     fprintf(stderr, "space: platform stopped\n");
     return 0;
 }

@@ -19,6 +19,7 @@ static const struct {
     { "down", cmd_down, "stop the platform started with 'space up --detach'" },
     { "sandbox", cmd_sandbox, "create|ls|get|exec|kill sandboxes" },
     { "template", cmd_template, "build|ls templates" },
+    { "keys", cmd_keys, "create|ls|rm API keys" },
     { "bench", cmd_bench, "measure the platform (bench create)" },
 };
 

@@ -365,3 +365,56 @@ int http_connect_tcp(const char *ip, uint16_t port, usec_t timeout, int *ret_fd)
     *ret_fd = fd;
     return 0;
 }
+
+static int collect_cb(const void *data, size_t len, void *userdata)
+{
+    return strbuf_append(userdata, data, len);
+}
+
+int http_client_unix_json(const char *socket_path, const char *method, const char *path,
+                          json_t *body, usec_t timeout, size_t max, int *ret_status,
+                          json_t **ret_body)
+{
+    const char *headers[] = { "Content-Type: application/json", NULL };
+    struct strbuf sb;
+    char *text = NULL;
+    json_t *res = NULL;
+    int fd = -EBADF, status = 0;
+    int r;
+
+    strbuf_init(&sb, max);
+    if (body) {
+        text = json_dumps(body, JSON_COMPACT);
+        if (!text) {
+            return -ENOMEM;
+        }
+    }
+    r = http_connect_unix(socket_path, &fd);
+    if (r < 0) {
+        goto out;
+    }
+    struct http_request req = { .method = method, .path = path, .headers = headers, .body = text,
+                                .body_len = text ? strlen(text) : 0 };
+    r = http_client_request(fd, &req, timeout ? now_monotonic() + timeout : 0, &status, NULL,
+                            collect_cb, &sb);
+    if (r < 0) {
+        goto out;
+    }
+    if (sb.len > 0) {
+        json_error_t err;
+        res = json_loadb(sb.buf, sb.len, 0, &err);
+        if (!res) {
+            r = -EPROTO;
+            goto out;
+        }
+    }
+    *ret_status = status;
+    *ret_body = TAKE_PTR(res);
+    r = 0;
+out:
+    json_decref(res);
+    close_safe(fd);
+    free(text);
+    strbuf_release(&sb);
+    return r;
+}

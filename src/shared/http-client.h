@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "basic/time-util.h"
 
 #define HTTP_CLIENT_MAX_HEADER (64u * 1024)
@@ -41,3 +43,13 @@ int http_connect_tcp(const char *ip, uint16_t port, usec_t timeout, int *ret_fd)
  */
 int http_client_request(int fd, const struct http_request *req, usec_t deadline, int *ret_status,
                         char **ret_content_type, http_body_cb cb, void *userdata);
+
+/*
+ * One JSON request over a Unix socket (how our processes talk to each other).
+ * body is borrowed (may be NULL). *ret_body gets the parsed response or NULL for an empty one
+ * (caller decrefs). The response is capped at max bytes. timeout 0: none.
+ * Returns 0, or -errno (-EPROTO when the response is not JSON).
+ */
+int http_client_unix_json(const char *socket_path, const char *method, const char *path,
+                          json_t *body, usec_t timeout, size_t max, int *ret_status,
+                          json_t **ret_body);

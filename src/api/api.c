@@ -1,0 +1,307 @@
+/*
+ * space-api: the control plane. Native v1 and E2B-compatible REST on a TCP
+ * listener (API keys) and on a local Unix socket (the host admin's CLI), the
+ * store (SQLite by default, PostgreSQL by URL), the controller that drives
+ * space-node, and the sandbox ingress. One libevent loop (manager.h).
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "api/auth.h"
+#include "api/controller.h"
+#include "api/manager.h"
+#include "basic/fd-util.h"
+#include "basic/fileio.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/parse-util.h"
+
+static const char *arg_data_dir = "/var/lib/space";
+static const char *arg_store = NULL;
+static const char *arg_listen = "127.0.0.1:3000";
+static const char *arg_socket = "/run/space/api.sock";
+static const char *arg_node_socket = "/run/space/node.sock";
+static const char *arg_tunnel_socket = "/run/space/tunnel.sock";
+static const char *arg_domain = NULL;
+static const char *arg_ingress = NULL;
+static const char *arg_bootstrap_key = NULL;
+static uint32_t arg_max_sandboxes = 64;
+static uint32_t arg_default_timeout = 300;
+
+static void help(void)
+{
+    printf("usage: space-api [options]\n"
+           "  --data-dir DIR          default SQLite location (default %s)\n"
+           "  --store URL             sqlite:PATH or postgresql://... (default sqlite:DATA/space.db)\n"
+           "  --listen IP:PORT        REST API for API-key clients (default %s)\n"
+           "  --socket PATH           local admin socket for the CLI (default %s)\n"
+           "  --node-socket PATH      space-node's API (default %s)\n"
+           "  --tunnel-socket PATH    space-node's tunnel (default %s)\n"
+           "  --domain NAME           sandbox domain for {port}-{id}.NAME routing\n"
+           "  --ingress IP:PORT       sandbox traffic proxy listener\n"
+           "  --bootstrap-key FILE    create an API key into FILE if FILE does not exist\n"
+           "  --max-sandboxes N       capacity (default 64)\n"
+           "  --default-timeout SEC   E2B sandbox timeout (default 300)\n"
+           "  --log-level LEVEL\n",
+           arg_data_dir, arg_listen, arg_socket, arg_node_socket, arg_tunnel_socket);
+}
+
+static int parse_args(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "data-dir", required_argument, NULL, 'd' },
+        { "store", required_argument, NULL, 'S' },
+        { "listen", required_argument, NULL, 'l' },
+        { "socket", required_argument, NULL, 's' },
+        { "node-socket", required_argument, NULL, 'n' },
+        { "tunnel-socket", required_argument, NULL, 't' },
+        { "domain", required_argument, NULL, 'D' },
+        { "ingress", required_argument, NULL, 'i' },
+        { "bootstrap-key", required_argument, NULL, 'k' },
+        { "max-sandboxes", required_argument, NULL, 'm' },
+        { "default-timeout", required_argument, NULL, 'T' },
+        { "log-level", required_argument, NULL, 'L' },
+        { "help", no_argument, NULL, 'h' },
+        {},
+    };
+    int c, r;
+
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+        switch (c) {
+        case 'd':
+            arg_data_dir = optarg;
+            break;
+        case 'S':
+            arg_store = optarg;
+            break;
+        case 'l':
+            arg_listen = optarg;
+            break;
+        case 's':
+            arg_socket = optarg;
+            break;
+        case 'n':
+            arg_node_socket = optarg;
+            break;
+        case 't':
+            arg_tunnel_socket = optarg;
+            break;
+        case 'D':
+            arg_domain = optarg;
+            break;
+        case 'i':
+            arg_ingress = optarg;
+            break;
+        case 'k':
+            arg_bootstrap_key = optarg;
+            break;
+        case 'm':
+        case 'T':
+            if (parse_u32(optarg, c == 'm' ? &arg_max_sandboxes : &arg_default_timeout) < 0) {
+                return log_error_errno(-EINVAL, "invalid number '%s'", optarg);
+            }
+            break;
+        case 'L':
+            r = log_level_from_string(optarg);
+            if (r < 0) {
+                return log_error_errno(r, "invalid --log-level '%s'", optarg);
+            }
+            log_set_level((enum log_level)r);
+            break;
+        case 'h':
+            help();
+            return 0;
+        default:
+            return -EINVAL;
+        }
+    }
+    return 1;
+}
+
+static int listen_unix(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd, r;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    (void)unlink(path);
+    mode_t old = umask(0077); /* the admin socket is its owner's alone */
+    r = NERRNO(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+    umask(old);
+    if (r >= 0) {
+        r = NERRNO(listen(fd, 128));
+    }
+    if (r < 0) {
+        close_safe(fd);
+        return r;
+    }
+    return fd;
+}
+
+static int split_host_port(const char *s, char *ip, size_t n, uint16_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    uint32_t p;
+    if (!colon || (size_t)(colon - s) >= n || parse_u32(colon + 1, &p) < 0 || p > 65535) {
+        return -EINVAL;
+    }
+    snprintf(ip, n, "%.*s", (int)(colon - s), s);
+    *port = (uint16_t)p;
+    return 0;
+}
+
+/* The single-host on-ramp: one API key written where `space up` can print it. */
+static int bootstrap_key(struct manager *m, const char *path)
+{
+    char *key = NULL;
+    int r;
+
+    if (access(path, F_OK) == 0) {
+        return 0;
+    }
+    r = auth_key_create(m->store, "default", &key, NULL);
+    if (r < 0) {
+        return r;
+    }
+    char text[128];
+    snprintf(text, sizeof(text), "%s\n", key);
+    mode_t old = umask(0077);
+    r = write_file_atomic(path, text, strlen(text));
+    umask(old);
+    free(key);
+    return r;
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *userdata)
+{
+    struct manager *m = userdata;
+    log_info("received signal %d, stopping", (int)sig);
+    m->stopping = true;
+    event_base_loopexit(m->base, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    struct manager m = { 0 };
+    char store_url[PATH_MAX + 16], ip[64];
+    uint16_t port;
+    int fd = -EBADF;
+    int r;
+
+    log_set_ident("space-api");
+    r = parse_args(argc, argv);
+    if (r <= 0) {
+        return r < 0 ? 2 : 0;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (!arg_store) {
+        (void)mkdir_p(arg_data_dir, 0700);
+        snprintf(store_url, sizeof(store_url), "sqlite:%s/space.db", arg_data_dir);
+        arg_store = store_url;
+    }
+    r = store_open(arg_store, &m.store);
+    if (r < 0) {
+        log_error_errno(r, "cannot open store '%s': %m", arg_store);
+        return 1;
+    }
+    r = store_migrate(m.store);
+    if (r < 0) {
+        log_error_errno(r, "cannot migrate store: %m");
+        goto out;
+    }
+    if (arg_bootstrap_key) {
+        r = bootstrap_key(&m, arg_bootstrap_key);
+        if (r < 0) {
+            log_error_errno(r, "cannot write bootstrap key '%s': %m", arg_bootstrap_key);
+            goto out;
+        }
+    }
+
+    evthread_use_pthreads();
+    m.base = event_base_new();
+    m.http = m.base ? evhttp_new(m.base) : NULL;
+    m.admin_http = m.base ? evhttp_new(m.base) : NULL;
+    if (!m.http || !m.admin_http) {
+        r = log_error_errno(-ENOMEM, "cannot create event loop");
+        goto out;
+    }
+    m.node_socket = arg_node_socket;
+    m.tunnel_socket = arg_tunnel_socket;
+    m.domain = arg_domain;
+    m.default_timeout_s = arg_default_timeout;
+    m.max_timeout_s = 24 * 3600;
+    m.max_sandboxes = arg_max_sandboxes;
+    for (struct evhttp *h = m.http; h; h = h == m.http ? m.admin_http : NULL) {
+        evhttp_set_max_body_size(h, 1 << 20);
+        evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
+                                          EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH | EVHTTP_REQ_HEAD);
+    }
+    routes_register(&m);
+
+    if (split_host_port(arg_listen, ip, sizeof(ip), &port) < 0 ||
+        !evhttp_bind_socket_with_handle(m.http, ip, port)) {
+        r = log_error_errno(-EADDRINUSE, "cannot listen on '%s'", arg_listen);
+        goto out;
+    }
+    fd = listen_unix(arg_socket);
+    if (fd < 0 || !evhttp_accept_socket_with_handle(m.admin_http, fd)) {
+        r = log_error_errno(fd < 0 ? fd : -EIO, "cannot listen on '%s': %m", arg_socket);
+        goto out;
+    }
+    m.sigterm = evsignal_new(m.base, SIGTERM, signal_cb, &m);
+    m.sigint = evsignal_new(m.base, SIGINT, signal_cb, &m);
+    event_add(m.sigterm, NULL);
+    event_add(m.sigint, NULL);
+    r = controller_start(&m);
+    if (r < 0) {
+        log_error_errno(r, "cannot start controller: %m");
+        goto out;
+    }
+    log_info("ready: api on %s, admin socket '%s', store %s, node '%s'", arg_listen, arg_socket,
+             store_kind(m.store), arg_node_socket);
+    event_base_dispatch(m.base);
+    r = 0;
+out:
+    controller_stop(&m);
+    /* Workers still running hold pointers into m: let them finish before freeing. */
+    while (m.jobs > 0 && m.base) {
+        event_base_loop(m.base, EVLOOP_ONCE);
+    }
+    (void)unlink(arg_socket);
+    if (m.sigterm) {
+        event_free(m.sigterm);
+    }
+    if (m.sigint) {
+        event_free(m.sigint);
+    }
+    if (m.http) {
+        evhttp_free(m.http);
+    }
+    if (m.admin_http) {
+        evhttp_free(m.admin_http);
+    }
+    if (m.base) {
+        event_base_free(m.base);
+    }
+    store_close(m.store);
+    log_info("stopped");
+    return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,400 @@
+/*
+ * The E2B-compatible sandbox API (e2b-compat.md §3): exact field names,
+ * status codes and error bodies ({"code": <int>, "message"}) the SDKs parse.
+ * Create blocks until the sandbox runs, as E2B clients expect.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <sys/queue.h>
+
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/controller.h"
+#include "api/lifecycle.h"
+#include "api/routes.h"
+#include "api/sandbox.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/parse-util.h"
+#include "shared/http-util.h"
+
+#define E2B_DEFAULT_VCPUS 1
+#define E2B_DEFAULT_MEMORY_MB 512
+#define E2B_DEFAULT_DISK_MB 2048
+#define E2B_LIST_MAX 100
+#define CREATE_WAIT (300 * USEC_PER_SEC)
+
+static void reply_errno(struct evhttp_request *req, int r, const char *what, const char *id)
+{
+    int status = routes_status_from_errno(r);
+    if (status == 404) {
+        http_util_reply_error(req, 404, "sandbox '%s' not found", id);
+    } else {
+        http_util_reply_error(req, status, "cannot %s sandbox: %s", what, strerror(-r));
+    }
+}
+
+/* Renders the sandbox once its create operation has finished. */
+static void create_finished(struct manager *m, struct evhttp_request *req,
+                            const struct store_operation *op, void *userdata)
+{
+    struct store_sandbox sb = { 0 };
+    json_error_t err;
+
+    if (!op) {
+        http_util_reply_error(req, 504, "sandbox did not start in time");
+        return;
+    }
+    if (strcmp(op->state, "succeeded") != 0) {
+        json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
+        int status = (int)json_integer_value(json_object_get(res, "status"));
+        json_decref(res);
+        http_util_reply_error(req, status == 404 ? 404 : status == 504 ? 504 : 500,
+                              "cannot create sandbox: %s", op->error ? op->error : "failed");
+        return;
+    }
+    if (store_sandbox_get(m->store, op->sandbox_id, &sb) < 0) {
+        http_util_reply_error(req, 500, "sandbox vanished after create");
+        return;
+    }
+    http_util_reply_json(req, 201, sandbox_to_e2b(&sb, m->domain));
+    store_sandbox_release(&sb);
+}
+
+void e2b_sandbox_create(struct request_ctx *c)
+{
+    char id[SANDBOX_ID_LEN + 1], op[33];
+    json_t *body, *t;
+    const char *bad;
+    int64_t timeout = c->m->default_timeout_s;
+    int r;
+
+    body = http_util_body_json(c->req);
+    if (!body) {
+        return;
+    }
+    const char *template_id = json_string_value(json_object_get(body, "templateID"));
+    if (!template_id || !template_name_is_valid(template_id)) {
+        http_util_reply_error(c->req, 400, "'templateID' must name a template");
+        goto out;
+    }
+    t = json_object_get(body, "timeout");
+    if (t && !json_is_null(t)) {
+        if (!json_is_integer(t) || json_integer_value(t) <= 0 ||
+            json_integer_value(t) > c->m->max_timeout_s) {
+            http_util_reply_error(c->req, 400, "'timeout' must be between 1 and %lld seconds",
+                                  (long long)c->m->max_timeout_s);
+            goto out;
+        }
+        timeout = json_integer_value(t);
+    }
+    if ((bad = lifecycle_check_string_map(json_object_get(body, "metadata"), "metadata")) ||
+        (bad = lifecycle_check_string_map(json_object_get(body, "envVars"), "envVars"))) {
+        http_util_reply_error(c->req, 400, "'%s' must be an object of strings", bad);
+        goto out;
+    }
+    struct lifecycle_create_params p = {
+        .template_id = template_id, .vcpus = E2B_DEFAULT_VCPUS,
+        .memory_mb = E2B_DEFAULT_MEMORY_MB, .disk_mb = E2B_DEFAULT_DISK_MB, .timeout_s = timeout,
+        .metadata = json_object_get(body, "metadata"), .env = json_object_get(body, "envVars"),
+    };
+    r = lifecycle_create(c->m, &p, id, op);
+    if (r == -EAGAIN) {
+        evhttp_add_header(evhttp_request_get_output_headers(c->req), "Retry-After", "5");
+        http_util_reply_error(c->req, 429, "too many sandboxes for this deployment's capacity (%u)",
+                              c->m->max_sandboxes);
+        goto out;
+    }
+    if (r < 0) {
+        http_util_reply_error(c->req, routes_status_from_errno(r), "cannot create sandbox: %s",
+                              strerror(-r));
+        goto out;
+    }
+    controller_wait(c->m, op, c->req, CREATE_WAIT, create_finished, NULL);
+out:
+    json_decref(body);
+}
+
+void e2b_sandbox_get(struct request_ctx *c)
+{
+    struct store_sandbox sb = { 0 };
+    int r = lifecycle_get_live(c->m, c->id, &sb);
+    if (r < 0) {
+        reply_errno(c->req, r, "get", c->id);
+        return;
+    }
+    http_util_reply_json(c->req, 200, sandbox_to_e2b_detail(&sb, c->m->domain));
+    store_sandbox_release(&sb);
+}
+
+static void kill_finished(struct manager *m, struct evhttp_request *req,
+                          const struct store_operation *op, void *userdata)
+{
+    if (op && strcmp(op->state, "succeeded") != 0) {
+        http_util_reply_error(req, 500, "kill failed: %s", op->error ? op->error : "");
+        return;
+    }
+    evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
+void e2b_sandbox_kill(struct request_ctx *c)
+{
+    char op[33];
+    int r = controller_request_kill(c->m, c->id, op);
+    if (r < 0) {
+        reply_errno(c->req, r, "kill", c->id);
+        return;
+    }
+    if (!op[0]) {
+        evhttp_send_reply(c->req, 204, "No Content", NULL); /* killed when its create ends */
+        return;
+    }
+    controller_wait(c->m, op, c->req, 60 * USEC_PER_SEC, kill_finished, NULL);
+}
+
+/* Reads an integer field of the body (seconds); replies 400 when it is missing or invalid. */
+static int body_seconds(struct request_ctx *c, const char *field, bool required, int64_t *ret)
+{
+    json_t *body = http_util_body_json(c->req), *t;
+    int r = 0;
+
+    if (!body) {
+        return -EINVAL;
+    }
+    t = json_object_get(body, field);
+    if (!t && !required) {
+        r = 0;
+    } else if (!json_is_integer(t) || json_integer_value(t) < 0) {
+        http_util_reply_error(c->req, 400, "'%s' must be a non-negative integer of seconds",
+                              field);
+        r = -EINVAL;
+    } else {
+        *ret = json_integer_value(t);
+        r = 1;
+    }
+    json_decref(body);
+    return r;
+}
+
+void e2b_sandbox_timeout(struct request_ctx *c)
+{
+    int64_t timeout = 0;
+    if (body_seconds(c, "timeout", true, &timeout) < 0) {
+        return;
+    }
+    int r = lifecycle_set_timeout(c->m, c->id, timeout, false);
+    if (r < 0) {
+        reply_errno(c->req, r, "set timeout of", c->id);
+        return;
+    }
+    evhttp_send_reply(c->req, 204, "No Content", NULL);
+}
+
+void e2b_sandbox_refresh(struct request_ctx *c)
+{
+    int64_t duration = 0;
+    if (body_seconds(c, "duration", false, &duration) < 0) {
+        return;
+    }
+    int r = lifecycle_set_timeout(c->m, c->id, duration, true);
+    if (r < 0) {
+        reply_errno(c->req, r, "refresh", c->id);
+        return;
+    }
+    evhttp_send_reply(c->req, 204, "No Content", NULL);
+}
+
+void e2b_sandbox_connect(struct request_ctx *c)
+{
+    struct store_sandbox sb = { 0 };
+    int64_t timeout = c->m->default_timeout_s;
+    int r;
+
+    if (body_seconds(c, "timeout", false, &timeout) < 0) {
+        return;
+    }
+    /* Running: connect only ever extends the time to live (§3.4). Paused comes later. */
+    r = lifecycle_set_timeout(c->m, c->id, timeout, true);
+    if (r >= 0) {
+        r = lifecycle_get_live(c->m, c->id, &sb);
+    }
+    if (r < 0) {
+        reply_errno(c->req, r, "connect to", c->id);
+        return;
+    }
+    http_util_reply_json(c->req, 200, sandbox_to_e2b(&sb, c->m->domain));
+    store_sandbox_release(&sb);
+}
+
+void e2b_sandbox_resume(struct request_ctx *c)
+{
+    struct store_sandbox sb = { 0 };
+    int r = lifecycle_get_live(c->m, c->id, &sb);
+    if (r < 0) {
+        reply_errno(c->req, r, "resume", c->id);
+        return;
+    }
+    store_sandbox_release(&sb);
+    http_util_reply_error(c->req, 409, "sandbox '%s' is already running", c->id);
+}
+
+void e2b_sandbox_metrics(struct request_ctx *c)
+{
+    struct store_sandbox sb = { 0 };
+    int r = lifecycle_get_live(c->m, c->id, &sb);
+    if (r < 0) {
+        reply_errno(c->req, r, "get metrics of", c->id);
+        return;
+    }
+    store_sandbox_release(&sb);
+    /* FIXME(#4): per-sandbox cgroup metrics come with the jail; an empty series is valid. */
+    http_util_reply_json(c->req, 200, json_array());
+}
+
+void e2b_sandbox_logs(struct request_ctx *c)
+{
+    struct store_sandbox sb = { 0 };
+    int r = lifecycle_get_live(c->m, c->id, &sb);
+    if (r < 0) {
+        reply_errno(c->req, r, "get logs of", c->id);
+        return;
+    }
+    store_sandbox_release(&sb);
+    http_util_reply_json(c->req, 200, json_pack("{s:[], s:[]}", "logs", "logEntries"));
+}
+
+void e2b_not_implemented(struct request_ctx *c)
+{
+    http_util_reply_error(c->req, 501, "%s is not implemented yet in space",
+                          http_util_path(c->req));
+}
+
+/*
+ * metadata arrives triple-encoded (§3.3): the query value (decoded once by
+ * routes_query) is a form string "k=v&k2=v2" whose keys and values are
+ * themselves URL-encoded. Builds "key=value" filter pairs.
+ */
+static int parse_metadata_filter(const char *q, char ***ret)
+{
+    struct evkeyvalq pairs;
+    struct evkeyval *kv;
+    size_t n = 0;
+    char **v;
+
+    if (evhttp_parse_query_str(q, &pairs) < 0) {
+        return -EINVAL;
+    }
+    TAILQ_FOREACH(kv, &pairs, next)
+    {
+        n++;
+    }
+    v = calloc(n + 1, sizeof(*v));
+    if (!v) {
+        evhttp_clear_headers(&pairs);
+        return -ENOMEM;
+    }
+    n = 0;
+    TAILQ_FOREACH(kv, &pairs, next)
+    {
+        char *k = evhttp_uridecode(kv->key, 0, NULL), *val = evhttp_uridecode(kv->value, 0, NULL);
+        if (k && val && asprintf(&v[n], "%s=%s", k, val) >= 0) {
+            n++;
+        }
+        free(k);
+        free(val);
+    }
+    evhttp_clear_headers(&pairs);
+    *ret = v;
+    return 0;
+}
+
+static void free_strv(char **v)
+{
+    for (char **p = v; p && *p; p++) {
+        free(*p);
+    }
+    free(v);
+}
+
+/* Shared by both list generations. v2 paginates and filters by state. */
+static void list_sandboxes(struct request_ctx *c, bool v2)
+{
+    static const char *const running[] = { SANDBOX_STATE_RUNNING, NULL };
+    static const char *const none[] = { "-", NULL };
+    char *metadata = routes_query(c->req, "metadata");
+    char *state = v2 ? routes_query(c->req, "state") : NULL;
+    char *limit_s = v2 ? routes_query(c->req, "limit") : NULL;
+    char *next = v2 ? routes_query(c->req, "nextToken") : NULL;
+    char **pairs = NULL;
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+    uint32_t limit = E2B_LIST_MAX;
+    bool want_running = true;
+
+    if (metadata && parse_metadata_filter(metadata, &pairs) < 0) {
+        http_util_reply_error(c->req, 400, "invalid 'metadata' filter");
+        goto out;
+    }
+    if (limit_s && (parse_u32(limit_s, &limit) < 0 || limit == 0 || limit > E2B_LIST_MAX)) {
+        http_util_reply_error(c->req, 400, "'limit' must be between 1 and %d", E2B_LIST_MAX);
+        goto out;
+    }
+    if (state) {
+        /* Only running exists until pause lands; paused matches nothing yet. */
+        want_running = false;
+        for (char *s = state, *tok; (tok = strsep(&s, ","));) {
+            if (strcmp(tok, "running") == 0) {
+                want_running = true;
+            } else if (strcmp(tok, "paused") != 0) {
+                http_util_reply_error(c->req, 400, "invalid state '%s'", tok);
+                goto out;
+            }
+        }
+    }
+    if (next && !sandbox_id_is_valid(next)) {
+        http_util_reply_error(c->req, 400, "invalid 'nextToken'");
+        goto out;
+    }
+    struct store_sandbox_filter f = { .states = want_running ? running : none,
+                                      .metadata = (const char *const *)pairs,
+                                      .after_id = next, .limit = v2 ? limit + 1 : 0 };
+    int r = store_sandbox_list(c->m->store, &f, &list, &n);
+    if (r < 0) {
+        http_util_reply_error(c->req, 500, "cannot list sandboxes: %s", strerror(-r));
+        goto out;
+    }
+    json_t *arr = json_array();
+    const char *last = NULL;
+    size_t shown = 0;
+    for (size_t i = 0; i < n && (!v2 || shown < limit); i++) {
+        if (strcmp(list[i].desired_state, SANDBOX_STATE_KILLED) == 0) {
+            continue; /* being killed: already gone for clients */
+        }
+        json_array_append_new(arr, sandbox_to_e2b_detail(&list[i], c->m->domain));
+        last = list[i].id;
+        shown++;
+    }
+    if (v2 && n > limit && last) {
+        evhttp_add_header(evhttp_request_get_output_headers(c->req), "X-Next-Token", last);
+    }
+    http_util_reply_json(c->req, 200, arr);
+out:
+    store_sandbox_list_free(list, n);
+    free_strv(pairs);
+    free(metadata);
+    free(state);
+    free(limit_s);
+    free(next);
+}
+
+void e2b_sandbox_list_v1(struct request_ctx *c)
+{
+    list_sandboxes(c, false);
+}
+
+void e2b_sandbox_list_v2(struct request_ctx *c)
+{
+    list_sandboxes(c, true);
+}

@@ -1,0 +1,354 @@
+/*
+ * Native v1 sandbox API (docs/api/openapi.yaml). Lifecycle calls return an
+ * operation to poll or wait on (202); `?wait=true` waits here instead.
+ * exec is a convenience passed through to the node.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/controller.h"
+#include "api/lifecycle.h"
+#include "api/node-client.h"
+#include "api/routes.h"
+#include "api/sandbox.h"
+#include "basic/macro.h"
+#include "basic/parse-util.h"
+#include "shared/event-util.h"
+#include "shared/http-util.h"
+
+#define WAIT_LIMIT (600 * USEC_PER_SEC)
+
+static bool want_wait(struct evhttp_request *req)
+{
+    char *w = routes_query(req, "wait");
+    bool yes = w && (strcmp(w, "true") == 0 || strcmp(w, "1") == 0);
+    free(w);
+    return yes;
+}
+
+static json_t *operation_to_json(const struct store_operation *op)
+{
+    json_error_t err;
+    json_t *result = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
+    return json_pack("{s:s, s:s, s:s*, s:s, s:s*, s:o, s:I, s:I}", "id", op->id, "kind", op->kind,
+                     "sandbox_id", op->sandbox_id, "state", op->state, "error", op->error,
+                     "result", result ? result : json_null(), "created_at_us",
+                     (json_int_t)op->created_at, "updated_at_us", (json_int_t)op->updated_at);
+}
+
+static void reply_sandbox(struct manager *m, struct evhttp_request *req, int status,
+                          const char *id)
+{
+    struct store_sandbox sb = { 0 };
+    if (store_sandbox_get(m->store, id, &sb) < 0) {
+        http_util_reply_error(req, 404, "sandbox '%s' not found", id);
+        return;
+    }
+    http_util_reply_json(req, status, sandbox_to_json(&sb));
+    store_sandbox_release(&sb);
+}
+
+static void create_waited(struct manager *m, struct evhttp_request *req,
+                          const struct store_operation *op, void *userdata)
+{
+    if (!op) {
+        http_util_reply_error(req, 504, "sandbox did not start in time");
+    } else if (strcmp(op->state, "succeeded") != 0) {
+        json_error_t err;
+        json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
+        int status = (int)json_integer_value(json_object_get(res, "status"));
+        json_decref(res);
+        http_util_reply_error(req, status == 404 ? 404 : status == 504 ? 504 : 500,
+                              "cannot create sandbox: %s", op->error ? op->error : "failed");
+    } else {
+        reply_sandbox(m, req, 201, op->sandbox_id);
+    }
+}
+
+static int body_int(struct request_ctx *c, json_t *body, const char *key, int64_t min, int64_t max,
+                    int64_t *value)
+{
+    json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v)) {
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        http_util_reply_error(c->req, 400, "'%s' must be an integer between %lld and %lld", key,
+                              (long long)min, (long long)max);
+        return -EINVAL;
+    }
+    *value = json_integer_value(v);
+    return 0;
+}
+
+void http_sandbox_create(struct request_ctx *c)
+{
+    char id[SANDBOX_ID_LEN + 1], op[33];
+    struct lifecycle_create_params p = { .template_id = "base", .vcpus = 1, .memory_mb = 512,
+                                         .disk_mb = 2048 };
+    json_t *body = http_util_body_json(c->req), *t;
+    const char *bad;
+    int r;
+
+    if (!body) {
+        return;
+    }
+    t = json_object_get(body, "template");
+    if (t && (!json_is_string(t) || !template_name_is_valid(json_string_value(t)))) {
+        http_util_reply_error(c->req, 400, "invalid 'template'");
+        goto out;
+    }
+    if (t) {
+        p.template_id = json_string_value(t);
+    }
+    if (body_int(c, body, "vcpus", 1, 16, &p.vcpus) < 0 ||
+        body_int(c, body, "memory_mb", 128, 65536, &p.memory_mb) < 0 ||
+        body_int(c, body, "disk_mb", 512, 1 << 20, &p.disk_mb) < 0 ||
+        body_int(c, body, "timeout_s", 0, c->m->max_timeout_s, &p.timeout_s) < 0) {
+        goto out;
+    }
+    if ((bad = lifecycle_check_string_map(json_object_get(body, "metadata"), "metadata")) ||
+        (bad = lifecycle_check_string_map(json_object_get(body, "env"), "env"))) {
+        http_util_reply_error(c->req, 400, "'%s' must be an object of strings", bad);
+        goto out;
+    }
+    p.metadata = json_object_get(body, "metadata");
+    p.env = json_object_get(body, "env");
+    r = lifecycle_create(c->m, &p, id, op);
+    if (r == -EAGAIN) {
+        evhttp_add_header(evhttp_request_get_output_headers(c->req), "Retry-After", "5");
+        http_util_reply_error(c->req, 503, "at capacity (%u sandboxes)", c->m->max_sandboxes);
+        goto out;
+    }
+    if (r < 0) {
+        http_util_reply_error(c->req, routes_status_from_errno(r), "cannot create sandbox: %s",
+                              strerror(-r));
+        goto out;
+    }
+    if (want_wait(c->req)) {
+        controller_wait(c->m, op, c->req, WAIT_LIMIT, create_waited, NULL);
+    } else {
+        struct store_sandbox sb = { 0 };
+        json_t *res = json_pack("{s:s}", "operation_id", op);
+        if (store_sandbox_get(c->m->store, id, &sb) >= 0) {
+            json_object_set_new(res, "sandbox", sandbox_to_json(&sb));
+            store_sandbox_release(&sb);
+        }
+        http_util_reply_json(c->req, 202, res);
+    }
+out:
+    json_decref(body);
+}
+
+void http_sandbox_list(struct request_ctx *c)
+{
+    char *state = routes_query(c->req, "state"), *md = routes_query(c->req, "metadata");
+    char *limit_s = routes_query(c->req, "limit"), *after = routes_query(c->req, "after");
+    const char *states[8] = { 0 }, *pairs[2] = { md, NULL };
+    struct store_sandbox *list = NULL;
+    size_t n = 0, ns = 0;
+    uint32_t limit = 100;
+
+    if (state) {
+        for (char *s = state, *tok; (tok = strsep(&s, ",")) && ns < ARRAY_SIZE(states) - 1;) {
+            states[ns++] = tok;
+        }
+    }
+    if ((limit_s && (parse_u32(limit_s, &limit) < 0 || limit == 0 || limit > 1000)) ||
+        (after && !sandbox_id_is_valid(after)) || (md && !strchr(md, '='))) {
+        http_util_reply_error(c->req, 400, "invalid query: limit 1..1000, after an id, "
+                                           "metadata key=value");
+        goto out;
+    }
+    struct store_sandbox_filter f = { .states = state ? states : NULL,
+                                      .metadata = md ? pairs : NULL,
+                                      .include_killed = state != NULL, .after_id = after,
+                                      .limit = limit + 1 };
+    int r = store_sandbox_list(c->m->store, &f, &list, &n);
+    if (r < 0) {
+        http_util_reply_error(c->req, 500, "cannot list sandboxes: %s", strerror(-r));
+        goto out;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n && i < limit; i++) {
+        json_array_append_new(arr, sandbox_to_json(&list[i]));
+    }
+    http_util_reply_json(c->req, 200,
+                         json_pack("{s:o, s:s?}", "sandboxes", arr, "next",
+                                   n > limit ? list[limit - 1].id : NULL));
+out:
+    store_sandbox_list_free(list, n);
+    free(state);
+    free(md);
+    free(limit_s);
+    free(after);
+}
+
+void http_sandbox_get(struct request_ctx *c)
+{
+    reply_sandbox(c->m, c->req, 200, c->id);
+}
+
+static void kill_waited(struct manager *m, struct evhttp_request *req,
+                        const struct store_operation *op, void *userdata)
+{
+    if (!op) {
+        http_util_reply_error(req, 504, "kill did not finish in time");
+    } else if (strcmp(op->state, "succeeded") != 0) {
+        http_util_reply_error(req, 500, "kill failed: %s", op->error ? op->error : "");
+    } else {
+        evhttp_send_reply(req, 204, "No Content", NULL);
+    }
+}
+
+void http_sandbox_kill(struct request_ctx *c)
+{
+    char op[33];
+    int r = controller_request_kill(c->m, c->id, op);
+
+    if (r < 0) {
+        http_util_reply_error(c->req, routes_status_from_errno(r), "sandbox '%s' %s", c->id,
+                              r == -ENOENT ? "not found" : strerror(-r));
+    } else if (!op[0] || !want_wait(c->req)) {
+        http_util_reply_json(c->req, 202, json_pack("{s:s?}", "operation_id", op[0] ? op : NULL));
+    } else {
+        controller_wait(c->m, op, c->req, WAIT_LIMIT, kill_waited, NULL);
+    }
+}
+
+void http_sandbox_timeout(struct request_ctx *c)
+{
+    json_t *body = http_util_body_json(c->req);
+    int64_t t = -1;
+
+    if (!body) {
+        return;
+    }
+    if (body_int(c, body, "timeout_s", 0, c->m->max_timeout_s, &t) >= 0) {
+        int r = t < 0 ? -EINVAL : lifecycle_set_timeout(c->m, c->id, t, false);
+        if (r < 0) {
+            http_util_reply_error(c->req, routes_status_from_errno(r), "cannot set timeout: %s",
+                                  r == -EINVAL ? "'timeout_s' is required" : strerror(-r));
+        } else {
+            reply_sandbox(c->m, c->req, 200, c->id);
+        }
+    }
+    json_decref(body);
+}
+
+/* exec: relayed to the node, which streams the command through the agent. */
+struct exec_job {
+    struct evhttp_request *req;
+    char *node_socket;
+    char path[128];
+    json_t *body, *res;
+    int status, r;
+};
+
+static void exec_work(void *p)
+{
+    struct exec_job *j = p;
+    j->r = node_client_call(j->node_socket, "POST", j->path, j->body, &j->status, &j->res);
+}
+
+static void exec_done(void *p)
+{
+    struct exec_job *j = p;
+    if (j->r < 0) {
+        http_util_reply_error(j->req, 502, "node unreachable: %s", strerror(-j->r));
+    } else {
+        http_util_reply_json(j->req, j->status, TAKE_PTR(j->res));
+    }
+    json_decref(j->body);
+    json_decref(j->res);
+    free(j->node_socket);
+    free(j);
+}
+
+void http_sandbox_exec(struct request_ctx *c)
+{
+    struct store_sandbox sb = { 0 };
+    struct exec_job *j;
+    json_t *body;
+    int r = lifecycle_get_live(c->m, c->id, &sb);
+
+    if (r < 0) {
+        http_util_reply_error(c->req, 404, "sandbox '%s' not found", c->id);
+        return;
+    }
+    store_sandbox_release(&sb);
+    body = http_util_body_json(c->req);
+    if (!body) {
+        return;
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j || !(j->node_socket = strdup(c->m->node_socket))) {
+        free(j);
+        json_decref(body);
+        http_util_reply_error(c->req, 500, "out of memory");
+        return;
+    }
+    j->req = c->req;
+    j->body = body;
+    snprintf(j->path, sizeof(j->path), "/v1/sandboxes/%s/exec", c->id);
+    if (event_util_run_job(c->m->base, &c->m->jobs, exec_work, exec_done, j) < 0) {
+        http_util_reply_error(c->req, 500, "cannot start worker");
+        json_decref(body);
+        free(j->node_socket);
+        free(j);
+    }
+}
+
+void http_operation_get(struct request_ctx *c)
+{
+    struct store_operation op = { 0 };
+    int r = store_operation_get(c->m->store, c->id, &op);
+    if (r < 0) {
+        http_util_reply_error(c->req, routes_status_from_errno(r), "operation '%s' not found",
+                              c->id);
+        return;
+    }
+    http_util_reply_json(c->req, 200, operation_to_json(&op));
+    store_operation_release(&op);
+}
+
+static void operation_waited(struct manager *m, struct evhttp_request *req,
+                             const struct store_operation *op, void *userdata)
+{
+    char *id = userdata;
+    if (op) {
+        http_util_reply_json(req, 200, operation_to_json(op));
+    } else {
+        /* Timed out: the current state, still unfinished. */
+        struct store_operation cur = { 0 };
+        if (store_operation_get(m->store, id, &cur) >= 0) {
+            http_util_reply_json(req, 200, operation_to_json(&cur));
+            store_operation_release(&cur);
+        } else {
+            http_util_reply_error(req, 404, "operation '%s' not found", id);
+        }
+    }
+    free(id);
+}
+
+void http_operation_wait(struct request_ctx *c)
+{
+    struct store_operation op = { 0 };
+    char *t = routes_query(c->req, "timeout_s");
+    uint32_t timeout = 60;
+
+    if (t && (parse_u32(t, &timeout) < 0 || timeout > 600)) {
+        free(t);
+        http_util_reply_error(c->req, 400, "'timeout_s' must be 0..600");
+        return;
+    }
+    free(t);
+    if (store_operation_get(c->m->store, c->id, &op) < 0) {
+        http_util_reply_error(c->req, 404, "operation '%s' not found", c->id);
+        return;
+    }
+    store_operation_release(&op);
+    controller_wait(c->m, c->id, c->req, (usec_t)timeout * USEC_PER_SEC, operation_waited,
+                    strdup(c->id));
+}

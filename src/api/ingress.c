@@ -1,0 +1,1128 @@
+/*
+ * The ingress proxy (ingress.h has the contract).
+ *
+ * One struct ingress_conn per client connection:
+ *
+ *   HEAD --routed, token ok, lookup ok--> TUNNEL --"OK" from the node--> PROXY
+ *     |                                      |                             |
+ *     +--- our own error response ---------> REPLY (then a lingering close)|
+ *                                                                          v
+ *   any --------------------------------------------------------------> CLOSED
+ *
+ *   transition          function
+ *   HEAD -> TUNNEL      head_complete() -> open_tunnel()
+ *   TUNNEL -> PROXY     tunnel_read_cb() -> start_proxy()
+ *   * -> REPLY          conn_reply() (HEAD, TUNNEL; PROXY while nothing was sent back)
+ *   * -> CLOSED         conn_close(); reap_cb() frees it later (style.md R15)
+ *
+ * In PROXY each direction has a mode:
+ *
+ *   client -> sandbox (up):   HOLD  upgrade request: nothing until the response is known
+ *                             BODY  the request body, counted by ingress_head_body_feed()
+ *                             DISCARD  after the request: read and dropped
+ *                             RAW   after 101 Switching Protocols: everything
+ *   sandbox -> client (down): HEAD  response heads: 1xx passed on, the final one
+ *                                   gets "Connection: close"; 101 only for upgrades
+ *                             RAW   the rest, until EOF
+ *
+ * Heads are copied out of libevent's buffers into a per-direction buffer of
+ * at most INGRESS_HEAD_MAX bytes and scanned incrementally, so a client or
+ * guest sending a byte at a time costs linear work. Bodies are never copied:
+ * evbuffer chains move from one side's input to the other's output. When an
+ * output holds INGRESS_HIGH_WATER bytes we stop reading its source until it
+ * has drained to half of that, so a slow reader costs bounded memory.
+ *
+ * Closing mirrors TCP: an EOF from one side becomes shutdown(SHUT_WR) on the
+ * other once its output is drained. When the sandbox has finished its
+ * response and the client has nothing left to send (DISCARD), we shut the
+ * client's write side and drain its input for a short linger, so the
+ * response is not lost to a reset. Idle connections close after
+ * INGRESS_IDLE_TIMEOUT_SEC without a byte either way; Connect streams send
+ * keepalives every 50 s, well within it.
+ */
+#include "api/ingress.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "api/ingress-head.h"
+#include "basic/fd-util.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/strbuf.h"
+#include "basic/time-util.h"
+#include "shared/sandbox-id.h"
+
+#define INGRESS_HEAD_TIMEOUT_SEC 10      /* the whole request head */
+#define INGRESS_TUNNEL_TIMEOUT_SEC 15    /* the node answers within its 10 s connect deadline */
+#define INGRESS_IDLE_TIMEOUT_SEC (15 * 60)
+#define INGRESS_REPLY_TIMEOUT_SEC 10     /* to write our own response */
+#define INGRESS_LINGER_SEC 2
+#define INGRESS_HIGH_WATER (256u * 1024) /* per direction */
+#define INGRESS_MAX_CONNS 4096
+#define INGRESS_TUNNEL_LINE_MAX 128
+#define INGRESS_ACCEPT_RETRY_MSEC 100
+
+enum conn_state { CONN_HEAD, CONN_TUNNEL, CONN_PROXY, CONN_REPLY, CONN_CLOSED };
+enum up_mode { UP_HOLD, UP_BODY, UP_DISCARD, UP_RAW };
+enum down_mode { DOWN_HEAD, DOWN_RAW };
+
+/* A head being collected: bytes copied out of an evbuffer, scanned incrementally. */
+struct headbuf {
+    char *buf;
+    size_t len, alloc, scan;
+};
+
+struct ingress_conn {
+    struct ingress *ig;
+    struct ingress_conn *prev, *next;
+    enum conn_state state;
+    enum up_mode up;
+    enum down_mode down;
+    struct bufferevent *client, *upstream;
+    struct event *timer, *reaper;
+    usec_t last_active;
+    bool lingering;
+    char id[SANDBOX_ID_LEN + 1]; /* "" until routed */
+    uint16_t port;
+    bool html;          /* our error pages as HTML (Accept prefers it) */
+    bool upgrade;       /* the request asks for a protocol switch */
+    bool sent_response; /* response bytes went to the client: no error page any more */
+    struct ingress_head_body body;
+    struct headbuf head;    /* request head, then the response heads */
+    struct strbuf forward;  /* request head to send once the tunnel is open */
+    bool client_eof, upstream_eof, client_shut, upstream_shut;
+};
+
+struct ingress {
+    struct event_base *base;
+    struct evconnlistener *listener;
+    struct event *accept_retry;
+    char *domain;
+    ingress_lookup_fn lookup;
+    void *userdata;
+    uint16_t port;
+    struct ingress_conn *conns;
+    unsigned n_conns;
+};
+
+static void up_pump(struct ingress_conn *c);
+static void down_pump(struct ingress_conn *c);
+
+/* ---- small helpers ---- */
+
+static void headbuf_reset(struct headbuf *h)
+{
+    free(h->buf);
+    *h = (struct headbuf){ 0 };
+}
+
+/* Moves up to INGRESS_HEAD_MAX - h->len bytes from in. Returns 0 or -ENOMEM. */
+static int headbuf_fill(struct headbuf *h, struct evbuffer *in)
+{
+    size_t want = MIN(evbuffer_get_length(in), (size_t)INGRESS_HEAD_MAX - h->len);
+
+    if (want == 0) {
+        return 0;
+    }
+    if (h->len + want > h->alloc) {
+        size_t n = MAX(h->alloc * 2, (size_t)4096);
+        while (n < h->len + want) {
+            n *= 2;
+        }
+        n = MIN(n, (size_t)INGRESS_HEAD_MAX);
+        char *p = realloc(h->buf, n);
+        if (!p) {
+            return -ENOMEM;
+        }
+        h->buf = p;
+        h->alloc = n;
+    }
+    int got = evbuffer_remove(in, h->buf + h->len, want);
+    if (got > 0) {
+        h->len += (size_t)got;
+    }
+    return 0;
+}
+
+/* Gives the bytes after the head back to the front of in, and empties h. */
+static int headbuf_return_rest(struct headbuf *h, size_t head_len, struct evbuffer *in)
+{
+    int r = 0;
+    if (h->len > head_len) {
+        r = evbuffer_prepend(in, h->buf + head_len, h->len - head_len) < 0 ? -ENOMEM : 0;
+    }
+    headbuf_reset(h);
+    return r;
+}
+
+static void timer_set(struct ingress_conn *c, unsigned sec)
+{
+    struct timeval tv = { sec, 0 };
+    evtimer_add(c->timer, &tv);
+}
+
+static const char *reason_phrase(int status)
+{
+    switch (status) {
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Internal Server Error";
+    }
+}
+
+/* Appends s escaped for a JSON string (json) or for HTML text. */
+static int append_escaped(struct strbuf *sb, const char *s, bool json)
+{
+    int r = 0;
+    for (; r >= 0 && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (json && (ch == '"' || ch == '\\')) {
+            r = strbuf_appendf(sb, "\\%c", ch);
+        } else if (json && ch < 0x20) {
+            r = strbuf_appendf(sb, "\\u%04x", ch);
+        } else if (!json && ch == '<') {
+            r = strbuf_appends(sb, "&lt;");
+        } else if (!json && ch == '>') {
+            r = strbuf_appends(sb, "&gt;");
+        } else if (!json && ch == '&') {
+            r = strbuf_appends(sb, "&amp;");
+        } else if (!json && ch == '"') {
+            r = strbuf_appends(sb, "&quot;");
+        } else {
+            r = strbuf_append(sb, s, 1);
+        }
+    }
+    return r;
+}
+
+/*
+ * The proxy's own error body (e2b-compat.md 4.2): JSON
+ * {"sandboxId","message"[,"port"],"code"} (the shape of E2B's proxy, port a
+ * string as there), or a small HTML page for browsers.
+ */
+static int error_body(const struct ingress_conn *c, int status, const char *message,
+                      bool with_port, struct strbuf *sb)
+{
+    char port[8];
+    int r;
+
+    snprintf(port, sizeof(port), "%u", (unsigned)c->port);
+    if (!c->html) {
+        r = strbuf_appends(sb, "{");
+        if (r >= 0 && c->id[0]) {
+            r = strbuf_appendf(sb, "\"sandboxId\":\"%s\",", c->id);
+        }
+        if (r >= 0) {
+            r = strbuf_appends(sb, "\"message\":\"");
+        }
+        if (r >= 0) {
+            r = append_escaped(sb, message, true);
+        }
+        if (r >= 0 && with_port) {
+            r = strbuf_appendf(sb, "\",\"port\":\"%s", port);
+        }
+        if (r >= 0) {
+            r = strbuf_appendf(sb, "\",\"code\":%d}", status);
+        }
+        return r;
+    }
+    r = strbuf_appendf(sb,
+                       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%d %s</title>"
+                       "</head>\n<body><h1>",
+                       status, reason_phrase(status));
+    if (r >= 0) {
+        r = append_escaped(sb, message, false);
+    }
+    if (r >= 0) {
+        r = strbuf_appends(sb, "</h1>\n");
+    }
+    if (r >= 0 && c->id[0]) {
+        r = strbuf_appendf(sb, "<p>Sandbox <code>%s</code>%s%s</p>\n", c->id,
+                           with_port ? ", port " : "", with_port ? port : "");
+    }
+    if (r >= 0) {
+        r = strbuf_appends(sb, "</body></html>\n");
+    }
+    return r;
+}
+
+static bool secret_equal(struct ingress_head_span got, const char *want)
+{
+    size_t n = strlen(want);
+    unsigned char diff = got.n != n;
+
+    /* Constant time in the length of the expected token. */
+    for (size_t i = 0; i < n; i++) {
+        diff |= (unsigned char)(want[i] ^ (got.p && i < got.n ? got.p[i] : 0));
+    }
+    return diff == 0;
+}
+
+/* ---- lifetime ---- */
+
+static void conn_free(struct ingress_conn *c)
+{
+    struct ingress *ig = c->ig;
+
+    if (c->prev) {
+        c->prev->next = c->next;
+    } else {
+        ig->conns = c->next;
+    }
+    if (c->next) {
+        c->next->prev = c->prev;
+    }
+    ig->n_conns--;
+    if (c->client) {
+        bufferevent_free(c->client);
+    }
+    if (c->upstream) {
+        bufferevent_free(c->upstream);
+    }
+    if (c->timer) {
+        event_free(c->timer);
+    }
+    if (c->reaper) {
+        event_free(c->reaper);
+    }
+    headbuf_reset(&c->head);
+    strbuf_release(&c->forward);
+    free(c);
+}
+
+static void reap_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    conn_free(userdata);
+}
+
+static void bev_stop(struct bufferevent *bev)
+{
+    if (bev) {
+        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+        bufferevent_disable(bev, EV_READ | EV_WRITE);
+    }
+}
+
+/* Stops all I/O now; the memory goes in reap_cb(), outside any callback of c. */
+static void conn_close(struct ingress_conn *c, const char *why)
+{
+    if (c->state == CONN_CLOSED) {
+        return;
+    }
+    if (why) {
+        log_sandbox_debug(c->id[0] ? c->id : NULL, "ingress connection closed: %s", why);
+    }
+    c->state = CONN_CLOSED;
+    bev_stop(c->client);
+    bev_stop(c->upstream);
+    event_del(c->timer);
+    event_active(c->reaper, EV_TIMEOUT, 1);
+}
+
+/* ---- our own responses ---- */
+
+static void reply_read_cb(struct bufferevent *bev, void *userdata)
+{
+    struct evbuffer *in = bufferevent_get_input(bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+static void reply_write_cb(struct bufferevent *bev, void *userdata)
+{
+    struct ingress_conn *c = userdata;
+
+    if (c->client_shut) {
+        return;
+    }
+    /* All out: stop sending, and read what the client still sends for a moment. */
+    c->client_shut = true;
+    (void)shutdown(bufferevent_getfd(bev), SHUT_WR);
+    timer_set(c, INGRESS_LINGER_SEC);
+}
+
+static void reply_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    conn_close(userdata, NULL);
+}
+
+/*
+ * Answers the client ourselves and closes: the upstream, if any, is shut at
+ * once. with_port adds the "port" field (port-closed errors).
+ */
+static void conn_reply(struct ingress_conn *c, int status, const char *message, bool with_port,
+                       const char *extra_header)
+{
+    struct strbuf body = STRBUF_INIT, head = STRBUF_INIT;
+    int r;
+
+    log_sandbox_debug(c->id[0] ? c->id : NULL, "ingress answers %d: %s", status, message);
+    if (c->upstream) {
+        bev_stop(c->upstream);
+        (void)shutdown(bufferevent_getfd(c->upstream), SHUT_RDWR);
+    }
+    c->state = CONN_REPLY;
+    c->sent_response = true;
+    r = error_body(c, status, message, with_port, &body);
+    if (r >= 0) {
+        r = strbuf_appendf(&head,
+                           "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                           "Cache-Control: no-store\r\n%sConnection: close\r\n\r\n",
+                           status, reason_phrase(status),
+                           c->html ? "text/html; charset=utf-8" : "application/json; charset=utf-8",
+                           body.len, extra_header ? extra_header : "");
+    }
+    struct evbuffer *in = bufferevent_get_input(c->client);
+    struct evbuffer *out = bufferevent_get_output(c->client);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    evbuffer_drain(out, evbuffer_get_length(out));
+    if (r < 0 || evbuffer_add(out, head.buf, head.len) < 0 ||
+        evbuffer_add(out, body.buf, body.len) < 0) {
+        strbuf_release(&body);
+        strbuf_release(&head);
+        conn_close(c, "out of memory");
+        return;
+    }
+    strbuf_release(&body);
+    strbuf_release(&head);
+    bufferevent_setcb(c->client, reply_read_cb, reply_write_cb, reply_event_cb, c);
+    bufferevent_setwatermark(c->client, EV_READ, 0, 0);
+    bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+    bufferevent_enable(c->client, EV_READ | EV_WRITE);
+    timer_set(c, INGRESS_REPLY_TIMEOUT_SEC);
+}
+
+static void reply_not_found(struct ingress_conn *c)
+{
+    conn_reply(c, 502, "The sandbox was not found", false, NULL);
+}
+
+static void reply_port_closed(struct ingress_conn *c)
+{
+    conn_reply(c, 502, "The sandbox is running but port is not open", true, NULL);
+}
+
+/* ---- proxying ---- */
+
+static void conn_touch(struct ingress_conn *c)
+{
+    c->last_active = now_monotonic();
+}
+
+static void shut_upstream(struct ingress_conn *c)
+{
+    if (!c->upstream_shut) {
+        c->upstream_shut = true;
+        (void)shutdown(bufferevent_getfd(c->upstream), SHUT_WR);
+    }
+    if (c->client_shut) {
+        conn_close(c, "done");
+    }
+}
+
+/*
+ * The response is complete and the client has nothing more for the sandbox:
+ * drain what it still sends for a moment, then close (a close with unread
+ * input would reset the connection and could destroy the response).
+ */
+static void check_linger(struct ingress_conn *c)
+{
+    if (c->client_shut && !c->lingering && c->up == UP_DISCARD) {
+        c->lingering = true;
+        timer_set(c, INGRESS_LINGER_SEC);
+    }
+}
+
+/* The response is complete: shut the client's write side. */
+static void shut_client(struct ingress_conn *c)
+{
+    if (!c->client_shut) {
+        c->client_shut = true;
+        (void)shutdown(bufferevent_getfd(c->client), SHUT_WR);
+    }
+    if (c->upstream_shut) {
+        conn_close(c, "done");
+        return;
+    }
+    check_linger(c);
+}
+
+static void up_check_eof(struct ingress_conn *c)
+{
+    if (c->state == CONN_PROXY && c->client_eof && c->up != UP_HOLD &&
+        evbuffer_get_length(bufferevent_get_output(c->upstream)) == 0) {
+        shut_upstream(c);
+    }
+}
+
+static void down_check_eof(struct ingress_conn *c)
+{
+    if (c->state == CONN_PROXY && c->upstream_eof && c->down == DOWN_RAW &&
+        evbuffer_get_length(bufferevent_get_output(c->client)) == 0) {
+        shut_client(c);
+    }
+}
+
+/* Client bytes after the head, by mode. */
+static void up_pump(struct ingress_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->client);
+    struct evbuffer *out = bufferevent_get_output(c->upstream);
+
+    conn_touch(c);
+    switch (c->up) {
+    case UP_HOLD:
+        return;
+    case UP_RAW:
+        if (evbuffer_add_buffer(out, in) < 0) {
+            conn_close(c, "out of memory");
+            return;
+        }
+        break;
+    case UP_BODY:
+        while (!c->body.done && evbuffer_get_length(in) > 0) {
+            struct evbuffer_iovec v;
+            if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
+                break;
+            }
+            ssize_t n = ingress_head_body_feed(&c->body, v.iov_base, v.iov_len);
+            if (n < 0) {
+                if (!c->sent_response) {
+                    conn_reply(c, 400, "malformed chunked request body", false, NULL);
+                } else {
+                    conn_close(c, "malformed chunked request body");
+                }
+                return;
+            }
+            if (evbuffer_remove_buffer(in, out, (size_t)n) != (int)n) {
+                conn_close(c, "out of memory");
+                return;
+            }
+        }
+        if (!c->body.done) {
+            break;
+        }
+        /* What follows the body is not for the sandbox. */
+        c->up = UP_DISCARD;
+        check_linger(c);
+        __attribute__((fallthrough));
+    case UP_DISCARD:
+        evbuffer_drain(in, evbuffer_get_length(in));
+        break;
+    }
+    if (evbuffer_get_length(out) >= INGRESS_HIGH_WATER) {
+        bufferevent_disable(c->client, EV_READ);
+    }
+    up_check_eof(c);
+}
+
+/* The final (non-1xx) response head is complete in c->head. */
+static int down_final_head(struct ingress_conn *c, const struct ingress_head_response *resp)
+{
+    struct evbuffer *out = bufferevent_get_output(c->client);
+    struct strbuf sb = STRBUF_INIT;
+    int r;
+
+    if (resp->status == 101) {
+        r = evbuffer_add(out, c->head.buf, resp->head_len) < 0 ? -ENOMEM : 0;
+        c->up = UP_RAW;
+    } else {
+        r = ingress_head_rewrite_response(c->head.buf, resp->head_len, &sb);
+        if (r >= 0 && evbuffer_add(out, sb.buf, sb.len) < 0) {
+            r = -ENOMEM;
+        }
+        strbuf_release(&sb);
+        if (c->up == UP_HOLD) {
+            c->up = UP_DISCARD; /* an upgrade request has no body */
+        }
+    }
+    c->down = DOWN_RAW;
+    c->sent_response = true;
+    if (r >= 0 && !c->client_eof) {
+        bufferevent_enable(c->client, EV_READ);
+    }
+    return r;
+}
+
+/* Sandbox bytes, by mode. */
+static void down_pump(struct ingress_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->upstream);
+    struct evbuffer *out = bufferevent_get_output(c->client);
+    struct ingress_head_response resp;
+
+    conn_touch(c);
+    while (c->down == DOWN_HEAD && evbuffer_get_length(in) > 0) {
+        if (headbuf_fill(&c->head, in) < 0) {
+            conn_close(c, "out of memory");
+            return;
+        }
+        size_t end = ingress_head_find_end(c->head.buf, c->head.len, &c->head.scan);
+        if (end == 0) {
+            if (c->head.len < INGRESS_HEAD_MAX) {
+                return;
+            }
+            log_sandbox_debug(c->id, "response head from port %u is too long", (unsigned)c->port);
+        }
+        if (end == 0 || ingress_head_parse_response(c->head.buf, end, &resp) < 0 ||
+            (resp.status == 101 && !c->upgrade)) {
+            if (!c->sent_response) {
+                conn_reply(c, 502, "The sandbox sent an invalid HTTP response", false, NULL);
+            } else {
+                conn_close(c, "invalid response from the sandbox");
+            }
+            return;
+        }
+        int r = 0;
+        if (resp.status >= 200 || resp.status == 101) {
+            r = down_final_head(c, &resp);
+        } else {
+            /* 100 Continue, 103 Early Hints: passed on, the real head follows. */
+            r = evbuffer_add(out, c->head.buf, end) < 0 ? -ENOMEM : 0;
+            c->sent_response = true;
+        }
+        if (r >= 0) {
+            r = headbuf_return_rest(&c->head, end, in);
+        }
+        if (r < 0) {
+            conn_close(c, "out of memory");
+            return;
+        }
+        if (c->down == DOWN_RAW) {
+            /* Client bytes held or discarded so far can move now. */
+            up_pump(c);
+            if (c->state != CONN_PROXY) {
+                return;
+            }
+        }
+    }
+    if (c->down == DOWN_RAW && evbuffer_add_buffer(out, in) < 0) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    if (evbuffer_get_length(out) >= INGRESS_HIGH_WATER) {
+        bufferevent_disable(c->upstream, EV_READ);
+    }
+    down_check_eof(c);
+}
+
+static void client_read_cb(struct bufferevent *bev, void *userdata)
+{
+    up_pump(userdata);
+}
+
+static void upstream_read_cb(struct bufferevent *bev, void *userdata)
+{
+    down_pump(userdata);
+}
+
+/* The client's output drained below the low-water mark. */
+static void client_write_cb(struct bufferevent *bev, void *userdata)
+{
+    struct ingress_conn *c = userdata;
+
+    conn_touch(c);
+    if (!c->upstream_eof) {
+        bufferevent_enable(c->upstream, EV_READ);
+    }
+    down_check_eof(c);
+}
+
+static void upstream_write_cb(struct bufferevent *bev, void *userdata)
+{
+    struct ingress_conn *c = userdata;
+
+    conn_touch(c);
+    if (!c->client_eof && c->up != UP_HOLD) {
+        bufferevent_enable(c->client, EV_READ);
+    }
+    up_check_eof(c);
+}
+
+static void client_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    struct ingress_conn *c = userdata;
+
+    if (!(what & BEV_EVENT_EOF)) {
+        conn_close(c, "client connection error");
+        return;
+    }
+    c->client_eof = true;
+    if (c->lingering) {
+        conn_close(c, "done");
+        return;
+    }
+    up_pump(c);
+}
+
+static void upstream_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    struct ingress_conn *c = userdata;
+
+    if (!(what & BEV_EVENT_EOF)) {
+        conn_close(c, "sandbox connection error");
+        return;
+    }
+    c->upstream_eof = true;
+    if (c->down == DOWN_HEAD) {
+        if (!c->sent_response) {
+            conn_reply(c, 502, "The sandbox closed the connection without a response", false,
+                       NULL);
+        } else {
+            conn_close(c, "sandbox closed the connection inside a response head");
+        }
+        return;
+    }
+    down_pump(c);
+}
+
+static void start_proxy(struct ingress_conn *c)
+{
+    struct evbuffer *up_out = bufferevent_get_output(c->upstream);
+
+    c->state = CONN_PROXY;
+    c->up = c->upgrade ? UP_HOLD : c->body.done ? UP_DISCARD : UP_BODY;
+    c->down = DOWN_HEAD;
+    if (evbuffer_add(up_out, c->forward.buf, c->forward.len) < 0) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    strbuf_release(&c->forward);
+    log_sandbox_debug(c->id, "ingress connected to port %u", (unsigned)c->port);
+
+    bufferevent_setcb(c->client, client_read_cb, client_write_cb, client_event_cb, c);
+    bufferevent_setcb(c->upstream, upstream_read_cb, upstream_write_cb, upstream_event_cb, c);
+    bufferevent_setwatermark(c->client, EV_READ, 0, 0);
+    bufferevent_setwatermark(c->upstream, EV_READ, 0, 0);
+    bufferevent_setwatermark(c->client, EV_WRITE, INGRESS_HIGH_WATER / 2, 0);
+    bufferevent_setwatermark(c->upstream, EV_WRITE, INGRESS_HIGH_WATER / 2, 0);
+    bufferevent_enable(c->upstream, EV_READ | EV_WRITE);
+    bufferevent_enable(c->client, EV_WRITE);
+    if (c->up != UP_HOLD) {
+        bufferevent_enable(c->client, EV_READ);
+    }
+    conn_touch(c);
+    timer_set(c, INGRESS_IDLE_TIMEOUT_SEC);
+
+    /* Body bytes that came with the head, and anything after the node's OK. */
+    up_pump(c);
+    if (c->state == CONN_PROXY && evbuffer_get_length(bufferevent_get_input(c->upstream)) > 0) {
+        down_pump(c);
+    }
+}
+
+/* ---- the tunnel handshake ---- */
+
+static void tunnel_read_cb(struct bufferevent *bev, void *userdata)
+{
+    struct ingress_conn *c = userdata;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t n;
+    char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_LF);
+
+    if (!line) {
+        if (evbuffer_get_length(in) >= INGRESS_TUNNEL_LINE_MAX) {
+            conn_reply(c, 502, "invalid answer from the sandbox's node", false, NULL);
+        }
+        return;
+    }
+    if (strcmp(line, "OK") == 0) {
+        free(line);
+        start_proxy(c);
+        return;
+    }
+    log_sandbox_debug(c->id, "node refused the tunnel to port %u: %s", (unsigned)c->port, line);
+    if (strncmp(line, "ERR 404", 7) == 0) {
+        reply_not_found(c);
+    } else if (strncmp(line, "ERR 502", 7) == 0 || strncmp(line, "ERR 504", 7) == 0) {
+        reply_port_closed(c);
+    } else if (strncmp(line, "ERR 503", 7) == 0) {
+        conn_reply(c, 503, "The sandbox's node is busy", false, "Retry-After: 1\r\n");
+    } else {
+        log_sandbox_warning(c->id, "unexpected tunnel answer '%.64s'", line);
+        conn_reply(c, 502, "The sandbox is not reachable", false, NULL);
+    }
+    free(line);
+}
+
+static void tunnel_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    conn_reply(userdata, 502, "The sandbox is not reachable", false, NULL);
+}
+
+static int open_tunnel(struct ingress_conn *c, const struct ingress_target *target)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    size_t n = strnlen(target->tunnel_socket, sizeof(target->tunnel_socket));
+    int fd = -EBADF;
+
+    if (n == 0 || n >= sizeof(sa.sun_path)) {
+        return -EINVAL;
+    }
+    memcpy(sa.sun_path, target->tunnel_socket, n);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    /* A Unix connect completes at once, or fails (EAGAIN: the node's backlog is full). */
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int r = -errno;
+        close_safe(fd);
+        return r;
+    }
+    c->upstream = bufferevent_socket_new(c->ig->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->upstream) {
+        close_safe(fd);
+        return -ENOMEM;
+    }
+    if (evbuffer_add_printf(bufferevent_get_output(c->upstream), "TUNNEL %s %u\n", c->id,
+                            (unsigned)c->port) < 0) {
+        return -ENOMEM;
+    }
+    bufferevent_setcb(c->upstream, tunnel_read_cb, NULL, tunnel_event_cb, c);
+    bufferevent_setwatermark(c->upstream, EV_READ, 0, INGRESS_TUNNEL_LINE_MAX);
+    if (bufferevent_enable(c->upstream, EV_READ | EV_WRITE) < 0) {
+        return -ENOMEM;
+    }
+    c->state = CONN_TUNNEL;
+    timer_set(c, INGRESS_TUNNEL_TIMEOUT_SEC);
+    return 0;
+}
+
+/* ---- the request head ---- */
+
+/* envd routes only the platform may call (e2b-compat.md 6.6). */
+static bool envd_internal_path(const struct ingress_head_request *req)
+{
+    static const char *const internal[] = {
+        "/init", "/freeze", "/unfreeze", "/fsfreeze", "/fsthaw", "/collapse", "/upgrade",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(internal); i++) {
+        if (ingress_head_span_eq(req->path, internal[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Requests envd authenticates itself (e2b-compat.md 5.1). */
+static bool envd_token_exempt(const struct ingress_head_request *req)
+{
+    if (ingress_head_span_eq(req->method, "GET") && ingress_head_span_eq(req->path, "/health")) {
+        return true;
+    }
+    return ingress_head_span_eq(req->path, "/files") && ingress_head_query_has(req, "signature");
+}
+
+static void head_complete(struct ingress_conn *c, size_t head_len)
+{
+    struct ingress_head_request req;
+    struct ingress_target target = { 0 };
+    struct evbuffer *in = bufferevent_get_input(c->client);
+    const char *error = NULL;
+    int r;
+
+    r = ingress_head_parse_request(c->head.buf, head_len, &req);
+    if (r < 0) {
+        int status = r == -E2BIG             ? 431
+                     : r == -EPROTONOSUPPORT ? 505
+                     : r == -EOPNOTSUPP      ? 501
+                                             : 400;
+        conn_reply(c, status,
+                   status == 431   ? "request header fields too large"
+                   : status == 505 ? "HTTP version not supported"
+                   : status == 501 ? "transfer coding not supported"
+                                   : "malformed request",
+                   false, NULL);
+        return;
+    }
+    c->html = ingress_head_prefers_html(&req);
+    r = ingress_head_route(&req, c->ig->domain, c->id, &c->port, &error);
+    if (r < 0) {
+        c->id[0] = '\0';
+        conn_reply(c, 400, error, false, NULL);
+        return;
+    }
+    r = c->ig->lookup(c->ig->userdata, c->id, &target);
+    if (r == -ENOENT || r == -EAGAIN) {
+        reply_not_found(c);
+        return;
+    }
+    if (r < 0) {
+        log_sandbox_warning_errno(c->id, r, "cannot look up sandbox: %m");
+        conn_reply(c, 502, "The sandbox is not reachable", false, NULL);
+        return;
+    }
+    target.access_token[sizeof(target.access_token) - 1] = '\0';
+    if (c->port == INGRESS_ENVD_PORT) {
+        if (envd_internal_path(&req)) {
+            conn_reply(c, 403, "this envd route is internal to the platform", false, NULL);
+            return;
+        }
+        if (target.has_token && !envd_token_exempt(&req) &&
+            !secret_equal(req.access_token, target.access_token)) {
+            conn_reply(c, 401, "unauthorized access, please provide a valid access token",
+                       false, NULL);
+            return;
+        }
+    }
+    explicit_bzero(target.access_token, sizeof(target.access_token));
+
+    c->upgrade = req.upgrade && !req.chunked && req.content_length == 0;
+    req.upgrade = c->upgrade; /* an upgrade with a body is forwarded as a plain request */
+    ingress_head_body_init(&c->body, &req);
+    strbuf_init(&c->forward, INGRESS_HEAD_MAX + 1024); /* + CRLFs and Connection */
+    r = ingress_head_rewrite_request(c->head.buf, &req, &c->forward);
+    if (r >= 0) {
+        r = headbuf_return_rest(&c->head, head_len, in);
+    }
+    if (r < 0) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    /* Body bytes wait in the kernel until the tunnel is open. */
+    bufferevent_disable(c->client, EV_READ);
+    r = open_tunnel(c, &target);
+    if (r < 0) {
+        log_sandbox_warning_errno(c->id, r, "cannot open tunnel '%s': %m", target.tunnel_socket);
+        conn_reply(c, 502, "The sandbox is not reachable", false, NULL);
+    }
+}
+
+static void head_read_cb(struct bufferevent *bev, void *userdata)
+{
+    struct ingress_conn *c = userdata;
+
+    if (c->state != CONN_HEAD) {
+        return;
+    }
+    if (headbuf_fill(&c->head, bufferevent_get_input(bev)) < 0) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    size_t end = ingress_head_find_end(c->head.buf, c->head.len, &c->head.scan);
+    if (end > 0) {
+        head_complete(c, end);
+    } else if (c->head.len >= INGRESS_HEAD_MAX) {
+        conn_reply(c, 431, "request header fields too large", false, NULL);
+    }
+}
+
+static void head_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    conn_close(userdata, "client went away before its request was complete");
+}
+
+/* ---- timers ---- */
+
+static void timer_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct ingress_conn *c = userdata;
+
+    switch (c->state) {
+    case CONN_HEAD:
+        conn_close(c, "request head timeout");
+        break;
+    case CONN_TUNNEL:
+        conn_reply(c, 502, "The sandbox is not reachable", false, NULL);
+        break;
+    case CONN_PROXY: {
+        usec_t idle = now_monotonic() - c->last_active;
+        if (c->lingering) {
+            conn_close(c, "done");
+        } else if (idle >= INGRESS_IDLE_TIMEOUT_SEC * USEC_PER_SEC) {
+            conn_close(c, "idle timeout");
+        } else {
+            struct timeval tv = { (time_t)((INGRESS_IDLE_TIMEOUT_SEC * USEC_PER_SEC - idle) /
+                                           USEC_PER_SEC) + 1, 0 };
+            evtimer_add(c->timer, &tv);
+        }
+        break;
+    }
+    case CONN_REPLY:
+    case CONN_CLOSED:
+        conn_close(c, NULL);
+        break;
+    }
+}
+
+/* ---- listener ---- */
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                      int socklen, void *userdata)
+{
+    struct ingress *ig = userdata;
+    struct ingress_conn *c;
+    int one = 1;
+
+    if (ig->n_conns >= INGRESS_MAX_CONNS) {
+        close_safe(fd);
+        return;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        close_safe(fd);
+        return;
+    }
+    /* Stream events are small and must not wait for Nagle. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    *c = (struct ingress_conn){ .ig = ig, .state = CONN_HEAD };
+    c->client = bufferevent_socket_new(ig->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->client) {
+        close_safe(fd);
+    }
+    c->timer = evtimer_new(ig->base, timer_cb, c);
+    c->reaper = evtimer_new(ig->base, reap_cb, c);
+    c->next = ig->conns;
+    if (ig->conns) {
+        ig->conns->prev = c;
+    }
+    ig->conns = c;
+    ig->n_conns++;
+    if (!c->client || !c->timer || !c->reaper) {
+        conn_free(c);
+        return;
+    }
+    bufferevent_setcb(c->client, head_read_cb, NULL, head_event_cb, c);
+    /* libevent reads no further ahead than one head. */
+    bufferevent_setwatermark(c->client, EV_READ, 0, INGRESS_HEAD_MAX);
+    if (bufferevent_enable(c->client, EV_READ) < 0) {
+        conn_free(c);
+        return;
+    }
+    timer_set(c, INGRESS_HEAD_TIMEOUT_SEC);
+}
+
+static void accept_retry_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct ingress *ig = userdata;
+    evconnlistener_enable(ig->listener);
+}
+
+/* accept() failed (EMFILE, ENOBUFS): pause instead of spinning on the ready listener. */
+static void accept_error_cb(struct evconnlistener *l, void *userdata)
+{
+    struct timeval retry = { 0, INGRESS_ACCEPT_RETRY_MSEC * 1000 };
+    struct ingress *ig = userdata;
+
+    log_warning_errno(-errno, "cannot accept ingress connection: %m");
+    evconnlistener_disable(l);
+    evtimer_add(ig->accept_retry, &retry);
+}
+
+int ingress_new(struct event_base *base, const char *listen_ip, uint16_t port, const char *domain,
+                ingress_lookup_fn lookup, void *userdata, struct ingress **ret)
+{
+    struct sockaddr_storage ss = { 0 };
+    socklen_t sslen;
+    struct ingress *ig = NULL;
+    int r;
+
+    assert(base);
+    assert(listen_ip);
+    assert(domain);
+    assert(lookup);
+    assert(ret);
+
+    struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, listen_ip, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(port);
+        sslen = sizeof(*sin);
+    } else if (inet_pton(AF_INET6, listen_ip, &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons(port);
+        sslen = sizeof(*sin6);
+    } else {
+        return -EINVAL;
+    }
+    if (!*domain || strlen(domain) > 253) {
+        return -EINVAL;
+    }
+    ig = calloc(1, sizeof(*ig));
+    if (!ig) {
+        return -ENOMEM;
+    }
+    *ig = (struct ingress){ .base = base, .lookup = lookup, .userdata = userdata };
+    ig->domain = strdup(domain);
+    ig->accept_retry = evtimer_new(base, accept_retry_cb, ig);
+    if (!ig->domain || !ig->accept_retry) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    ig->listener = evconnlistener_new_bind(
+        base, accept_cb, ig, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE,
+        512, (struct sockaddr *)&ss, (int)sslen);
+    if (!ig->listener) {
+        r = errno > 0 ? -errno : -EADDRINUSE;
+        goto fail;
+    }
+    evconnlistener_set_error_cb(ig->listener, accept_error_cb);
+    sslen = sizeof(ss);
+    if (getsockname(evconnlistener_get_fd(ig->listener), (struct sockaddr *)&ss, &sslen) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    ig->port = ntohs(ss.ss_family == AF_INET ? sin->sin_port : sin6->sin6_port);
+    *ret = ig;
+    return 0;
+fail:
+    ingress_free(ig);
+    return r;
+}
+
+uint16_t ingress_port(const struct ingress *ig)
+{
+    return ig->port;
+}
+
+unsigned ingress_connections(const struct ingress *ig)
+{
+    return ig->n_conns;
+}
+
+struct ingress *ingress_free(struct ingress *ig)
+{
+    if (!ig) {
+        return NULL;
+    }
+    while (ig->conns) {
+        conn_free(ig->conns);
+    }
+    if (ig->listener) {
+        evconnlistener_free(ig->listener);
+    }
+    if (ig->accept_retry) {
+        event_free(ig->accept_retry);
+    }
+    free(ig->domain);
+    free(ig);
+    return NULL;
+}

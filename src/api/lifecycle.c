@@ -1,0 +1,139 @@
+/* See lifecycle.h. */
+#include "api/lifecycle.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "api/auth.h"
+#include "api/controller.h"
+#include "api/sandbox.h"
+#include "basic/macro.h"
+#include "basic/random-util.h"
+#include "basic/time-util.h"
+
+#define MAX_METADATA_BYTES (64u * 1024)
+
+const char *lifecycle_check_string_map(json_t *j, const char *name)
+{
+    const char *key;
+    json_t *v;
+    char *text;
+    size_t n;
+
+    if (!j || json_is_null(j)) {
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        return name;
+    }
+    json_object_foreach(j, key, v)
+    {
+        if (!json_is_string(v) || !*key || strlen(key) > 256) {
+            return name;
+        }
+    }
+    text = json_dumps(j, JSON_COMPACT);
+    n = text ? strlen(text) : SIZE_MAX;
+    free(text);
+    return n > MAX_METADATA_BYTES ? name : NULL;
+}
+
+static size_t count_live(struct manager *m)
+{
+    static const char *const live[] = { SANDBOX_STATE_CREATING, SANDBOX_STATE_RUNNING, NULL };
+    struct store_sandbox_filter f = { .states = live };
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+    if (store_sandbox_list(m->store, &f, &list, &n) < 0) {
+        return 0;
+    }
+    store_sandbox_list_free(list, n);
+    return n;
+}
+
+int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p, char *ret_id,
+                     char *ret_op)
+{
+    char token[33];
+    char *metadata = NULL, *env = NULL;
+    int64_t now = (int64_t)now_realtime();
+    int r;
+
+    if (count_live(m) >= m->max_sandboxes) {
+        return -EAGAIN;
+    }
+    r = sandbox_id_new(ret_id);
+    if (r >= 0) {
+        r = random_hex(token, 16);
+    }
+    if (r < 0) {
+        return r;
+    }
+    metadata = json_dumps(p->metadata ? p->metadata : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
+    env = json_dumps(p->env ? p->env : json_object(), JSON_COMPACT);
+    if (!metadata || !env) {
+        r = -ENOMEM;
+        goto out;
+    }
+    struct store_sandbox sb = {
+        .id = ret_id, .template_id = (char *)p->template_id, .client_id = SANDBOX_CLIENT_ID,
+        .state = SANDBOX_STATE_CREATING, .desired_state = SANDBOX_STATE_RUNNING,
+        .node_id = "local", .metadata_json = metadata, .env_json = env,
+        .envd_access_token = token, .vcpus = p->vcpus, .memory_mb = p->memory_mb,
+        .disk_mb = p->disk_mb, .created_at = now, .updated_at = now,
+        .end_at = p->timeout_s > 0 ? now + p->timeout_s * (int64_t)USEC_PER_SEC : 0,
+    };
+    r = store_begin(m->store);
+    if (r < 0) {
+        goto out;
+    }
+    r = store_sandbox_insert(m->store, &sb);
+    if (r >= 0) {
+        r = controller_add_operation(m, OPERATION_CREATE, ret_id, ret_op);
+    }
+    r = r < 0 ? (store_rollback(m->store), r) : store_commit(m->store);
+    if (r >= 0) {
+        controller_kick(m);
+    }
+out:
+    free(metadata);
+    free(env);
+    return r;
+}
+
+int lifecycle_get_live(struct manager *m, const char *id, struct store_sandbox *ret)
+{
+    int r = store_sandbox_get(m->store, id, ret);
+    if (r < 0) {
+        return r;
+    }
+    if (strcmp(ret->state, SANDBOX_STATE_KILLED) == 0 ||
+        strcmp(ret->desired_state, SANDBOX_STATE_KILLED) == 0) {
+        store_sandbox_release(ret);
+        return -ENOENT;
+    }
+    return 0;
+}
+
+int lifecycle_set_timeout(struct manager *m, const char *id, int64_t timeout_s, bool extend_only)
+{
+    struct store_sandbox sb = { 0 };
+    int64_t now = (int64_t)now_realtime();
+    int r;
+
+    if (timeout_s < 0 || timeout_s > m->max_timeout_s) {
+        return -EINVAL;
+    }
+    r = lifecycle_get_live(m, id, &sb);
+    if (r < 0) {
+        return r;
+    }
+    int64_t end = now + timeout_s * (int64_t)USEC_PER_SEC;
+    if (!extend_only || (sb.end_at && end > sb.end_at)) {
+        sb.end_at = end;
+        sb.updated_at = now;
+        r = store_sandbox_update(m->store, &sb);
+    }
+    store_sandbox_release(&sb);
+    return r;
+}

@@ -1,0 +1,31 @@
+#pragma once
+/*
+ * Sandbox lifecycle verbs shared by the native and the E2B handlers: they
+ * validate, record intent + operation in one transaction, and kick the
+ * controller. Handlers only parse and render.
+ */
+#include <jansson.h>
+#include <stdint.h>
+
+#include "api/manager.h"
+#include "api/store.h"
+#include "shared/sandbox-id.h"
+
+struct lifecycle_create_params {
+    const char *template_id;
+    int64_t vcpus, memory_mb, disk_mb;
+    int64_t timeout_s;       /* 0: no end time */
+    json_t *metadata;        /* object of strings, borrowed; may be NULL */
+    json_t *env;             /* object of strings, borrowed; may be NULL */
+};
+
+/* Checks an object of string values (metadata, envVars); a message for 400 otherwise. */
+const char *lifecycle_check_string_map(json_t *j, const char *name);
+
+/* -EAGAIN at capacity, -EINVAL bad params. ret_id: SANDBOX_ID_LEN + 1; ret_op: 33. */
+int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p, char *ret_id,
+                     char *ret_op);
+/* The sandbox if it is alive (not killed and not being killed), else -ENOENT. */
+int lifecycle_get_live(struct manager *m, const char *id, struct store_sandbox *ret);
+/* Sets end_at = now + timeout_s (extend_only: never earlier than it is). */
+int lifecycle_set_timeout(struct manager *m, const char *id, int64_t timeout_s, bool extend_only);

@@ -1,0 +1,47 @@
+#pragma once
+/*
+ * space-api's state: one libevent loop owning the store handle, the HTTP
+ * listeners (TCP for API-key clients, a Unix socket for the local CLI), the
+ * ingress proxy and the controller. Passed explicitly, never global (R13).
+ */
+#include <event2/event.h>
+#include <event2/http.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api/store.h"
+#include "basic/time-util.h"
+
+struct ingress;
+struct waiter;
+
+/* Which listener a request came in on: the Unix socket is the local admin's (no API key). */
+struct listener {
+    struct manager *m;
+    bool admin;
+};
+
+struct manager {
+    struct event_base *base;
+    struct evhttp *http;       /* TCP: API keys required */
+    struct evhttp *admin_http; /* Unix socket: trusted local CLI */
+    struct listener public_listener, admin_listener;
+    struct store *store;
+    struct ingress *ingress;
+    struct event *tick, *sigterm, *sigint;
+    const char *node_socket;
+    const char *tunnel_socket;
+    const char *domain;        /* for E2B `domain` and Host routing; may be NULL */
+    int64_t default_timeout_s; /* E2B: 300 */
+    int64_t max_timeout_s;
+    unsigned max_sandboxes;
+    unsigned jobs;             /* worker jobs in flight */
+    struct waiter *waiters;
+    char **inflight;           /* operation ids a worker is running */
+    size_t n_inflight;
+    usec_t last_node_sync;
+    bool stopping;
+};
+
+/* Installs the routes on both listeners (routes.c). */
+void routes_register(struct manager *m);

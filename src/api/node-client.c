@@ -1,0 +1,114 @@
+/* JSON calls to space-node; see node-client.h. */
+#include "api/node-client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "basic/macro.h"
+#include "shared/http-client.h"
+
+#define NODE_MAX_RESPONSE (256u * 1024 * 1024)
+/* A cold boot under TCG with several creates in parallel can take a while. */
+#define NODE_TIMEOUT (180 * USEC_PER_SEC)
+
+int node_client_call(const char *node_socket, const char *method, const char *path, json_t *body,
+                     int *ret_status, json_t **ret_body)
+{
+    return http_client_unix_json(node_socket, method, path, body, NODE_TIMEOUT, NODE_MAX_RESPONSE,
+                                 ret_status, ret_body);
+}
+
+static char *error_message(json_t *res, int status)
+{
+    const char *msg = json_string_value(json_object_get(res, "message"));
+    char buf[64];
+    if (!msg) {
+        snprintf(buf, sizeof(buf), "node answered HTTP %d", status);
+        msg = buf;
+    }
+    return strdup(msg);
+}
+
+int node_client_create(const char *node_socket, const struct store_sandbox *sb,
+                       const char *init_json, int *ret_status, char **ret_error,
+                       json_t **ret_timings)
+{
+    json_t *body = NULL, *res = NULL, *init = NULL;
+    json_error_t err;
+    int status = 0;
+    int r;
+
+    *ret_error = NULL;
+    *ret_timings = NULL;
+    if (init_json) {
+        init = json_loads(init_json, 0, &err);
+    }
+    body = json_pack("{s:s, s:s, s:I, s:I}", "id", sb->id, "template", sb->template_id, "vcpus",
+                     (json_int_t)sb->vcpus, "memory_mb", (json_int_t)sb->memory_mb);
+    if (!body) {
+        json_decref(init);
+        return -ENOMEM;
+    }
+    if (init) {
+        json_object_set_new(body, "init", init);
+    }
+    r = node_client_call(node_socket, "POST", "/v1/sandboxes", body, &status, &res);
+    if (r < 0) {
+        *ret_status = 502;
+        *ret_error = strdup(strerror(-r));
+        goto out;
+    }
+    *ret_status = status;
+    if (status != 200 && status != 201) {
+        *ret_error = error_message(res, status);
+        r = -EIO;
+    } else {
+        *ret_timings = json_incref(json_object_get(res, "timings_ms"));
+    }
+out:
+    json_decref(body);
+    json_decref(res);
+    return r;
+}
+
+int node_client_kill(const char *node_socket, const char *id, int *ret_status, char **ret_error)
+{
+    char path[128];
+    json_t *res = NULL;
+    int status = 0;
+    int r;
+
+    *ret_error = NULL;
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+    r = node_client_call(node_socket, "DELETE", path, NULL, &status, &res);
+    if (r < 0) {
+        *ret_status = 502;
+        *ret_error = strdup(strerror(-r));
+        return r;
+    }
+    *ret_status = status;
+    if (status != 204 && status != 404) {
+        *ret_error = error_message(res, status);
+        r = -EIO;
+    }
+    json_decref(res);
+    return r;
+}
+
+int node_client_list(const char *node_socket, json_t **ret)
+{
+    json_t *res = NULL;
+    int status = 0;
+    int r = node_client_call(node_socket, "GET", "/v1/sandboxes", NULL, &status, &res);
+    if (r < 0) {
+        return r;
+    }
+    if (status != 200 || !json_is_array(json_object_get(res, "sandboxes"))) {
+        json_decref(res);
+        return -EPROTO;
+    }
+    *ret = json_incref(json_object_get(res, "sandboxes"));
+    json_decref(res);
+    return 0;
+}

@@ -1,0 +1,23 @@
+#pragma once
+/*
+ * space-api -> space-node calls over the node's Unix socket. Blocking: call
+ * them from worker jobs only. Each returns 0 or -errno; on an error answer
+ * from the node, *ret_status is its HTTP status and *ret_error its message
+ * (caller frees; may be NULL).
+ */
+#include <jansson.h>
+
+#include "api/store.h"
+
+/* Creates sandbox sb on the node (idempotent on sb->id), then sends init_json to its agent.
+ * *ret_timings gets the node's per-phase timings (new reference, may be NULL). */
+int node_client_create(const char *node_socket, const struct store_sandbox *sb,
+                       const char *init_json, int *ret_status, char **ret_error,
+                       json_t **ret_timings);
+/* Kills it; a sandbox the node does not know counts as killed. */
+int node_client_kill(const char *node_socket, const char *id, int *ret_status, char **ret_error);
+/* The node's sandboxes: *ret is a JSON array of node sandbox objects. */
+int node_client_list(const char *node_socket, json_t **ret);
+/* Any node route, for pass-through conveniences (exec, templates). */
+int node_client_call(const char *node_socket, const char *method, const char *path, json_t *body,
+                     int *ret_status, json_t **ret_body);

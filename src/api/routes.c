@@ -1,0 +1,218 @@
+/*
+ * Routing and authentication. Patterns are matched segment by segment; a
+ * `{id}` segment must be a valid sandbox id (or, for keys and operations,
+ * 32 hex chars) before any handler runs. Public TCP clients need an API key
+ * (E2B: X-API-Key; native: X-API-Key or `Authorization: Bearer`); the local
+ * Unix socket is the host admin's and needs none.
+ */
+#include "api/routes.h"
+
+#include <errno.h>
+#include <event2/keyvalq_struct.h>
+#include <string.h>
+
+#include "api/auth.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "shared/http-util.h"
+#include "shared/sandbox-id.h"
+
+enum route_auth { AUTH_NONE, AUTH_KEY };
+enum route_id { ID_NONE, ID_SANDBOX, ID_HEX32 };
+
+static const struct route {
+    enum evhttp_cmd_type method;
+    const char *pattern;
+    void (*fn)(struct request_ctx *c);
+    enum route_auth auth;
+    enum route_id id;
+} routes[] = {
+    /* native v1 */
+    { EVHTTP_REQ_POST, "/v1/sandboxes", http_sandbox_create, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/v1/sandboxes", http_sandbox_list, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/v1/sandboxes/{id}", http_sandbox_get, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}", http_sandbox_kill, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/timeout", http_sandbox_timeout, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/exec", http_sandbox_exec, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_GET, "/v1/operations/{id}", http_operation_get, AUTH_KEY, ID_HEX32 },
+    { EVHTTP_REQ_POST, "/v1/operations/{id}/wait", http_operation_wait, AUTH_KEY, ID_HEX32 },
+    { EVHTTP_REQ_GET, "/v1/templates", http_templates_list, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_POST, "/v1/keys", http_keys_create, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/v1/keys", http_keys_list, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_DELETE, "/v1/keys/{id}", http_keys_delete, AUTH_KEY, ID_HEX32 },
+    /* E2B-compatible, both generations (e2b-compat.md §3.1) */
+    { EVHTTP_REQ_POST, "/sandboxes", e2b_sandbox_create, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_POST, "/v2/sandboxes", e2b_sandbox_create, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/sandboxes", e2b_sandbox_list_v1, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/v2/sandboxes", e2b_sandbox_list_v2, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/sandboxes/{id}", e2b_sandbox_get, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_DELETE, "/sandboxes/{id}", e2b_sandbox_kill, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/sandboxes/{id}/timeout", e2b_sandbox_timeout, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/sandboxes/{id}/refreshes", e2b_sandbox_refresh, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/sandboxes/{id}/connect", e2b_sandbox_connect, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/v2/sandboxes/{id}/connect", e2b_sandbox_connect, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/sandboxes/{id}/resume", e2b_sandbox_resume, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_GET, "/sandboxes/{id}/metrics", e2b_sandbox_metrics, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_GET, "/sandboxes/{id}/logs", e2b_sandbox_logs, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_GET, "/v2/sandboxes/{id}/logs", e2b_sandbox_logs, AUTH_KEY, ID_SANDBOX },
+    /* Routes whose issues have not landed yet: a clear 501. */
+    { EVHTTP_REQ_POST, "/sandboxes/{id}/pause", e2b_not_implemented, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/sandboxes/{id}/fork", e2b_not_implemented, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/sandboxes/{id}/snapshots", e2b_not_implemented, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_PUT, "/sandboxes/{id}/network", e2b_not_implemented, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_GET, "/snapshots", e2b_not_implemented, AUTH_KEY, ID_NONE },
+};
+
+int routes_status_from_errno(int r)
+{
+    switch (-r) {
+    case ENOENT:
+        return 404;
+    case EINVAL:
+        return 400;
+    case EEXIST:
+    case EBUSY:
+        return 409;
+    case EACCES:
+        return 401;
+    case EOPNOTSUPP:
+        return 501;
+    case EAGAIN:
+        return 503;
+    case ETIMEDOUT:
+        return 504;
+    default:
+        return 500;
+    }
+}
+
+char *routes_query(struct evhttp_request *req, const char *name)
+{
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    struct evkeyvalq params;
+    char *v = NULL;
+
+    if (!q || evhttp_parse_query_str(q, &params) < 0) {
+        return NULL;
+    }
+    const char *found = evhttp_find_header(&params, name);
+    if (found) {
+        v = strdup(found);
+    }
+    evhttp_clear_headers(&params);
+    return v;
+}
+
+static bool is_hex32(const char *s)
+{
+    if (strlen(s) != 32) {
+        return false;
+    }
+    for (; *s; s++) {
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Matches path against pattern; on success copies the {id} segment into id. */
+static bool match(const char *pattern, const char *path, char *id, size_t id_size)
+{
+    while (*pattern && *path) {
+        if (strncmp(pattern, "{id}", 4) == 0) {
+            size_t n = strcspn(path, "/");
+            if (n == 0 || n >= id_size) {
+                return false;
+            }
+            memcpy(id, path, n);
+            id[n] = '\0';
+            pattern += 4;
+            path += n;
+            continue;
+        }
+        if (*pattern != *path) {
+            return false;
+        }
+        pattern++;
+        path++;
+    }
+    /* A trailing slash is tolerated: /v2/sandboxes/ == /v2/sandboxes. */
+    return *pattern == '\0' && (*path == '\0' || (path[0] == '/' && path[1] == '\0'));
+}
+
+static bool authorized(struct request_ctx *c)
+{
+    struct evkeyvalq *h = evhttp_request_get_input_headers(c->req);
+    const char *key = evhttp_find_header(h, "X-API-Key");
+    const char *bearer = evhttp_find_header(h, "Authorization");
+
+    if (c->admin) {
+        return true;
+    }
+    if (!key && bearer && strncmp(bearer, "Bearer ", 7) == 0) {
+        key = bearer + 7;
+    }
+    return key && auth_key_verify(c->m->store, key) == 0;
+}
+
+static void dispatch(struct evhttp_request *req, void *userdata)
+{
+    struct listener *l = userdata;
+    struct request_ctx c = { .m = l->m, .req = req, .admin = l->admin };
+    const char *path = http_util_path(req);
+    enum evhttp_cmd_type method = evhttp_request_get_command(req);
+    bool path_known = false;
+    char id[256];
+
+    if (!path) {
+        http_util_reply_error(req, 400, "invalid request URI");
+        return;
+    }
+    if (strcmp(path, "/health") == 0) {
+        evhttp_send_reply(req, 200, "OK", NULL);
+        return;
+    }
+    if (c.m->stopping) {
+        http_util_reply_error(req, 503, "space-api is shutting down");
+        return;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+        const struct route *r = &routes[i];
+        if (!match(r->pattern, path, id, sizeof(id))) {
+            continue;
+        }
+        path_known = true;
+        if (r->method != method) {
+            continue;
+        }
+        if (r->auth == AUTH_KEY && !authorized(&c)) {
+            http_util_reply_error(req, 401, "missing or invalid API key");
+            return;
+        }
+        if (r->id == ID_SANDBOX && !sandbox_id_is_valid(id)) {
+            http_util_reply_error(req, 400, "invalid sandbox id '%s'", id);
+            return;
+        }
+        if (r->id == ID_HEX32 && !is_hex32(id)) {
+            http_util_reply_error(req, 400, "invalid id '%s'", id);
+            return;
+        }
+        c.id = r->id == ID_NONE ? NULL : id;
+        r->fn(&c);
+        return;
+    }
+    if (path_known) {
+        http_util_reply_error(req, 405, "method not allowed on %s", path);
+    } else {
+        http_util_reply_error(req, 404, "no route for %s", path);
+    }
+}
+
+void routes_register(struct manager *m)
+{
+    m->public_listener = (struct listener){ .m = m, .admin = false };
+    m->admin_listener = (struct listener){ .m = m, .admin = true };
+    evhttp_set_gencb(m->http, dispatch, &m->public_listener);
+    evhttp_set_gencb(m->admin_http, dispatch, &m->admin_listener);
+}

@@ -1,0 +1,51 @@
+#pragma once
+/*
+ * The route table (style.md §5.3): one static array for the native v1 API
+ * and the E2B-compatible API side by side, the auth rule of each, and the
+ * single errno -> HTTP status mapping. Handlers live in http-*.c and e2b-*.c.
+ */
+#include <event2/http.h>
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "api/manager.h"
+
+struct request_ctx {
+    struct manager *m;
+    struct evhttp_request *req;
+    const char *id;   /* the {id} path segment, validated when the route names one */
+    bool admin;       /* came in on the local Unix socket */
+};
+
+/* HTTP status for a negative errno from the store/controller. */
+int routes_status_from_errno(int r);
+/* Query parameter (decoded; caller frees) or NULL. */
+char *routes_query(struct evhttp_request *req, const char *name);
+
+/* Native v1 (http-sandboxes.c, http-admin.c). */
+void http_sandbox_create(struct request_ctx *c);
+void http_sandbox_list(struct request_ctx *c);
+void http_sandbox_get(struct request_ctx *c);
+void http_sandbox_kill(struct request_ctx *c);
+void http_sandbox_timeout(struct request_ctx *c);
+void http_sandbox_exec(struct request_ctx *c);
+void http_operation_get(struct request_ctx *c);
+void http_operation_wait(struct request_ctx *c);
+void http_templates_list(struct request_ctx *c);
+void http_keys_create(struct request_ctx *c);
+void http_keys_list(struct request_ctx *c);
+void http_keys_delete(struct request_ctx *c);
+
+/* E2B-compatible (e2b-sandboxes.c). */
+void e2b_sandbox_create(struct request_ctx *c);
+void e2b_sandbox_list_v1(struct request_ctx *c);
+void e2b_sandbox_list_v2(struct request_ctx *c);
+void e2b_sandbox_get(struct request_ctx *c);
+void e2b_sandbox_kill(struct request_ctx *c);
+void e2b_sandbox_timeout(struct request_ctx *c);
+void e2b_sandbox_refresh(struct request_ctx *c);
+void e2b_sandbox_connect(struct request_ctx *c);
+void e2b_sandbox_resume(struct request_ctx *c);
+void e2b_sandbox_metrics(struct request_ctx *c);
+void e2b_sandbox_logs(struct request_ctx *c);
+void e2b_not_implemented(struct request_ctx *c);
