@@ -53,7 +53,18 @@ int node_client_create(const char *node_socket, const struct store_sandbox *sb,
     if (init) {
         json_object_set_new(body, "init", init);
     }
-    r = node_client_call(node_socket, "POST", "/v1/sandboxes", body, &status, &res);
+    /* 409: the node is still creating this id (we are re-running the operation after a
+     * restart of space-api); wait for that create to finish instead of failing. */
+    usec_t deadline = now_monotonic() + NODE_TIMEOUT;
+    for (;;) {
+        r = node_client_call(node_socket, "POST", "/v1/sandboxes", body, &status, &res);
+        if (r < 0 || status != 409 || now_monotonic() >= deadline) {
+            break;
+        }
+        json_decref(res);
+        res = NULL;
+        sleep_usec(500 * USEC_PER_MSEC);
+    }
     if (r < 0) {
         *ret_status = 502;
         *ret_error = strdup(strerror(-r));

@@ -210,8 +210,14 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     }
     r = vm_new(id, template_name, vcpus, memory, &vm);
     if (r >= 0 && init) {
-        vm->init_json = json_dumps(init, JSON_COMPACT);
-        r = vm->init_json ? 0 : -ENOMEM;
+        const char *tok = json_string_value(json_object_get(init, "accessToken"));
+        if (tok && strlen(tok) >= sizeof(vm->access_token)) {
+            r = -EINVAL;
+        } else if (tok) {
+            memcpy(vm->access_token, tok, strlen(tok) + 1);
+        }
+        vm->init_json = r >= 0 ? json_dumps(init, JSON_COMPACT) : NULL;
+        r = r < 0 ? r : vm->init_json ? 0 : -ENOMEM;
     }
     if (r >= 0) {
         r = manager_add(m, vm);

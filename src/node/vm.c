@@ -129,9 +129,10 @@ int vm_save(const struct vm_host *host, const struct vm *vm)
         return r;
     }
     snprintf(path, sizeof(path), "%s/sandbox.json", dir);
-    j = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "id", vm->id, "template", vm->template_name,
-                  "vcpus", (int)vm->vcpus, "memory_mib", (int)vm->memory_mib, "created_at",
-                  (json_int_t)vm->created_at, "state", vm_state_to_string(vm->state));
+    j = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s, s:s}", "id", vm->id, "template",
+                  vm->template_name, "vcpus", (int)vm->vcpus, "memory_mib", (int)vm->memory_mib,
+                  "created_at", (json_int_t)vm->created_at, "state", vm_state_to_string(vm->state),
+                  "access_token", vm->access_token);
     text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!text) {
@@ -522,8 +523,8 @@ int vm_exec(const struct vm_host *host, struct vm *vm, const struct vm_exec_requ
             struct vm_exec_result *ret)
 {
     struct exec_stream s = { .res = ret };
-    char auth[300], timeout_hdr[64], *body = NULL, *content_type = NULL;
-    const char *headers[6];
+    char auth[300], timeout_hdr[64], token_hdr[160], *body = NULL, *content_type = NULL;
+    const char *headers[7];
     size_t nh = 0, body_len;
     json_t *j = NULL;
     int fd = -EBADF, status = 0;
@@ -563,6 +564,10 @@ int vm_exec(const struct vm_host *host, struct vm *vm, const struct vm_exec_requ
         base64_encode(cred, (size_t)n, b64);
         snprintf(auth, sizeof(auth), "Authorization: Basic %s", b64);
         headers[nh++] = auth;
+    }
+    if (vm->access_token[0]) {
+        snprintf(token_hdr, sizeof(token_hdr), "X-Access-Token: %s", vm->access_token);
+        headers[nh++] = token_hdr;
     }
     if (req->timeout_ms > 0) {
         snprintf(timeout_hdr, sizeof(timeout_hdr), "Connect-Timeout-Ms: %llu",
@@ -658,6 +663,10 @@ static int vm_load(const struct vm_host *host, const char *id, struct vm **ret)
         vm->created_at = (usec_t)json_integer_value(json_object_get(j, "created_at"));
         if (s && vm_state_from_string(s) >= 0) {
             vm->state = vm_state_from_string(s);
+        }
+        const char *tok = json_string_value(json_object_get(j, "access_token"));
+        if (tok && strlen(tok) < sizeof(vm->access_token)) {
+            memcpy(vm->access_token, tok, strlen(tok) + 1);
         }
     }
     json_decref(j);

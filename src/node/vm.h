@@ -57,6 +57,7 @@ struct vm {
     struct vm_timing timing;
     unsigned busy;     /* workers using this vm besides its owner (exec) */
     char *init_json;   /* body for the agent's POST /init after boot (envd), or NULL */
+    char access_token[129]; /* the agent's access token once /init set one ("" = none) */
 };
 
 #define AGENT_PORT 49983
