@@ -27,10 +27,12 @@
 #include "basic/parse-util.h"
 #include "node/clone.h"
 #include "node/manager.h"
+#include "node/tunnel.h"
 
 static const char *arg_data_dir = "/var/lib/space";
 static const char *arg_socket = "/run/space/node.sock";
 static const char *arg_listen = NULL;
+static const char *arg_tunnel_socket = NULL; /* default: tunnel.sock next to --socket */
 static const char *arg_runtime = "qemu";
 static enum runtime_accel arg_accel = RUNTIME_ACCEL_AUTO;
 static usec_t arg_ready_timeout = 60 * USEC_PER_SEC;
@@ -42,6 +44,8 @@ static void help(void)
            "  --data-dir DIR        state, templates and sandbox disks (default %s)\n"
            "  --socket PATH         Unix socket of the node API (default %s)\n"
            "  --listen IP:PORT      also serve the API on this TCP address\n"
+           "  --tunnel-socket PATH  Unix socket for tunnels into sandboxes (default: tunnel.sock\n"
+           "                        in the directory of --socket)\n"
            "  --accel auto|kvm|tcg  force the accelerator (default: probe)\n"
            "  --ready-timeout SEC   guest boot deadline (default 60)\n"
            "  --max-sandboxes N     capacity of this node (default 64)\n"
@@ -55,6 +59,7 @@ static int parse_args(int argc, char **argv)
         { "data-dir", required_argument, NULL, 'd' },
         { "socket", required_argument, NULL, 's' },
         { "listen", required_argument, NULL, 'l' },
+        { "tunnel-socket", required_argument, NULL, 'T' },
         { "accel", required_argument, NULL, 'a' },
         { "ready-timeout", required_argument, NULL, 'r' },
         { "max-sandboxes", required_argument, NULL, 'm' },
@@ -75,6 +80,9 @@ static int parse_args(int argc, char **argv)
             break;
         case 'l':
             arg_listen = optarg;
+            break;
+        case 'T':
+            arg_tunnel_socket = optarg;
             break;
         case 'a':
             r = runtime_accel_from_string(optarg);
@@ -199,7 +207,8 @@ int main(int argc, char **argv)
 {
     struct event_base *base = NULL;
     struct manager *m = NULL;
-    char path[PATH_MAX];
+    struct tunnel *tunnel = NULL;
+    char path[PATH_MAX], tunnel_path[PATH_MAX];
     int fd = -EBADF;
     int r;
 
@@ -268,13 +277,27 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    log_info("ready: socket '%s', data '%s', runtime %s, accel %s, %zu sandboxes re-attached",
-             arg_socket, arg_data_dir, host.runtime->name, runtime_accel_to_string(host.accel),
-             m->n_vms);
+    if (arg_tunnel_socket) {
+        snprintf(tunnel_path, sizeof(tunnel_path), "%s", arg_tunnel_socket);
+    } else {
+        const char *slash = strrchr(arg_socket, '/');
+        snprintf(tunnel_path, sizeof(tunnel_path), "%.*stunnel.sock",
+                 slash ? (int)(slash - arg_socket + 1) : 0, arg_socket);
+    }
+    r = tunnel_new(m, tunnel_path, &tunnel);
+    if (r < 0) {
+        log_error_errno(r, "cannot listen on '%s': %m", tunnel_path);
+        goto out;
+    }
+    log_info("ready: socket '%s', tunnels '%s', data '%s', runtime %s, accel %s, "
+             "%zu sandboxes re-attached",
+             arg_socket, tunnel_path, arg_data_dir, host.runtime->name,
+             runtime_accel_to_string(host.accel), m->n_vms);
     event_base_dispatch(base);
     r = 0;
 out:
     (void)unlink(arg_socket);
+    tunnel_free(tunnel);
     manager_free(m);
     event_base_free(base);
     log_info("stopped");

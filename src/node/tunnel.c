@@ -1,0 +1,734 @@
+/*
+ * Tunnels into sandboxes (the protocol is in tunnel.h).
+ *
+ * One struct tunnel_conn per client connection, a small state machine:
+ *
+ *   REQUEST --valid line, sandbox RUNNING--> CONNECTING --connected--> SPLICING
+ *      |                                         |                        |
+ *      +------------ ERR line -------------------+--> FAILING             |
+ *                                                        |                |
+ *                                                        +--> CLOSED <----+
+ *
+ *   transition                       function
+ *   REQUEST -> CONNECTING            request_read_cb() -> conn_connect()
+ *   CONNECTING -> SPLICING           connect_cb() -> conn_splice()
+ *   REQUEST|CONNECTING -> FAILING    conn_fail(): the ERR line, then EOF to the client
+ *                                    and a short linger reading what it still sends
+ *   any -> CLOSED                    conn_close(); reap_cb() frees it later (R15)
+ *
+ * SPLICING ends when both sides have sent EOF and received ours
+ * (shut_side()), on an error on either side, or when the sweep finds the
+ * sandbox gone.
+ *
+ * Reaching the guest: every guest port sits on 169.254.0.2 inside the netns
+ * /run/netns/space-<id> (netslot.h). The loop thread enters that namespace
+ * just long enough to create a socket (setns there and back, as
+ * runtime-qemu.c's connect does on workers); the socket stays in the
+ * sandbox's namespace, and the non-blocking connect() and all I/O run on the
+ * loop. That is the qemu runtime's model: a vsock runtime will need a
+ * non-blocking connect verb in runtime.h instead.
+ *
+ * A socket keeps its namespace alive and the sandbox's tap is persistent, so
+ * after a kill an established connection would see no error: the guest just
+ * stops answering. Hence the sweep: once a second every tunnel looks its
+ * sandbox up by id (no tunnel holds a vm pointer) and is closed when the
+ * sandbox is gone or no longer RUNNING.
+ *
+ * Flow control: each direction moves one bufferevent's input to the other's
+ * output. When that output holds TUNNEL_HIGH_WATER bytes, reading from the
+ * source stops until the output has drained to half of it, so a slow reader
+ * on one side never makes the node buffer more than that per direction.
+ */
+#include "node/tunnel.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "basic/fd-util.h"
+#include "basic/fileio.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/parse-util.h"
+#include "node/manager.h"
+#include "node/netslot.h"
+#include "shared/sandbox-id.h"
+
+#define TUNNEL_LINE_MAX 128 /* "TUNNEL <20 chars> <5 digits>\n" is 34 */
+#define TUNNEL_REQUEST_TIMEOUT_SEC 10
+#define TUNNEL_CONNECT_TIMEOUT_SEC 10
+#define TUNNEL_LINGER_SEC 2             /* after an ERR line */
+#define TUNNEL_HIGH_WATER (256u * 1024) /* per direction */
+#define TUNNEL_MAX_CONNS 4096
+#define TUNNEL_SWEEP_SEC 1
+#define TUNNEL_ACCEPT_RETRY_MSEC 100 /* after EMFILE and friends */
+
+enum conn_state {
+    CONN_REQUEST,
+    CONN_CONNECTING,
+    CONN_SPLICING,
+    CONN_FAILING,
+    CONN_CLOSED,
+};
+
+enum { SIDE_CLIENT, SIDE_GUEST };
+
+struct tunnel_conn {
+    struct tunnel *t;
+    struct tunnel_conn *prev, *next;
+    enum conn_state state;
+    char id[SANDBOX_ID_LEN + 1];
+    uint16_t port;
+    struct bufferevent *bev[2]; /* [SIDE_CLIENT], [SIDE_GUEST] (the latter once connected) */
+    int connect_fd;             /* the guest socket until its bufferevent owns it */
+    struct event *timer;        /* request deadline, then the linger after ERR */
+    struct event *connect_ev;   /* EV_WRITE on connect_fd, with the connect deadline */
+    struct event *reaper;
+    bool eof[2];  /* that side's read direction saw EOF */
+    bool shut[2]; /* we sent shutdown(SHUT_WR) to that side */
+};
+
+struct tunnel {
+    struct manager *m;
+    struct evconnlistener *listener;
+    struct event *sweep, *accept_retry;
+    int self_netns; /* the loop thread's own netns, to return to */
+    char path[sizeof(((struct sockaddr_un *)NULL)->sun_path)];
+    dev_t dev; /* of the socket we bound: only that one is unlinked at the end */
+    ino_t ino;
+    struct tunnel_conn *conns;
+    size_t n_conns;
+};
+
+static void conn_free(struct tunnel_conn *c)
+{
+    struct tunnel *t = c->t;
+
+    if (c->prev) {
+        c->prev->next = c->next;
+    } else {
+        t->conns = c->next;
+    }
+    if (c->next) {
+        c->next->prev = c->prev;
+    }
+    t->n_conns--;
+    for (size_t i = 0; i < ARRAY_SIZE(c->bev); i++) {
+        if (c->bev[i]) {
+            bufferevent_free(c->bev[i]);
+        }
+    }
+    close_safe(c->connect_fd);
+    if (c->timer) {
+        event_free(c->timer);
+    }
+    if (c->connect_ev) {
+        event_free(c->connect_ev);
+    }
+    if (c->reaper) {
+        event_free(c->reaper);
+    }
+    free(c);
+}
+
+static void reap_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    conn_free(userdata);
+}
+
+/* Stops all I/O now; the memory goes in reap_cb(), outside any of c's callbacks. */
+static void conn_close(struct tunnel_conn *c, const char *why)
+{
+    if (c->state == CONN_CLOSED) {
+        return;
+    }
+    if (why) {
+        log_sandbox_debug(c->id[0] ? c->id : NULL, "tunnel to port %u closed: %s",
+                          (unsigned)c->port, why);
+    }
+    c->state = CONN_CLOSED;
+    for (size_t i = 0; i < ARRAY_SIZE(c->bev); i++) {
+        if (c->bev[i]) {
+            bufferevent_setcb(c->bev[i], NULL, NULL, NULL, NULL);
+            bufferevent_disable(c->bev[i], EV_READ | EV_WRITE);
+        }
+    }
+    event_del(c->timer);
+    if (c->connect_ev) {
+        event_del(c->connect_ev);
+    }
+    event_active(c->reaper, EV_TIMEOUT, 1);
+}
+
+static void fail_read_cb(struct bufferevent *bev, void *userdata)
+{
+    struct evbuffer *in = bufferevent_get_input(bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+/*
+ * The ERR line is out: send EOF and drain the client for a moment before
+ * closing, since closing with unread input would reset the connection and
+ * could destroy the ERR line before the client reads it.
+ */
+static void fail_write_cb(struct bufferevent *bev, void *userdata)
+{
+    struct timeval linger = { TUNNEL_LINGER_SEC, 0 };
+    struct tunnel_conn *c = userdata;
+
+    if (c->shut[SIDE_CLIENT]) {
+        return;
+    }
+    c->shut[SIDE_CLIENT] = true;
+    (void)shutdown(bufferevent_getfd(bev), SHUT_WR);
+    if (c->eof[SIDE_CLIENT]) {
+        conn_close(c, NULL);
+        return;
+    }
+    evtimer_add(c->timer, &linger);
+}
+
+static void fail_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    struct tunnel_conn *c = userdata;
+
+    /* A client that half-closed still gets the whole ERR line. */
+    if ((what & BEV_EVENT_EOF) && !c->shut[SIDE_CLIENT]) {
+        c->eof[SIDE_CLIENT] = true;
+        bufferevent_disable(bev, EV_READ);
+        return;
+    }
+    conn_close(c, NULL);
+}
+
+/* Answers "ERR <status> <message>" and closes once it is out (or after a deadline). */
+static void conn_fail(struct tunnel_conn *c, int status, const char *message)
+{
+    struct timeval deadline = { TUNNEL_REQUEST_TIMEOUT_SEC, 0 };
+    struct bufferevent *client = c->bev[SIDE_CLIENT];
+
+    log_sandbox_debug(c->id[0] ? c->id : NULL, "tunnel to port %u refused: %d %s",
+                      (unsigned)c->port, status, message);
+    c->state = CONN_FAILING;
+    evtimer_add(c->timer, &deadline);
+    if (c->connect_ev) {
+        event_del(c->connect_ev);
+    }
+    c->connect_fd = close_safe(c->connect_fd);
+    bufferevent_setcb(client, fail_read_cb, fail_write_cb, fail_event_cb, c);
+    bufferevent_setwatermark(client, EV_READ, 0, 0);
+    bufferevent_setwatermark(client, EV_WRITE, 0, 0);
+    fail_read_cb(client, c);
+    if (evbuffer_add_printf(bufferevent_get_output(client), "ERR %d %s\n", status, message) < 0 ||
+        bufferevent_enable(client, c->eof[SIDE_CLIENT] ? EV_WRITE : EV_READ | EV_WRITE) < 0) {
+        conn_close(c, "cannot send error");
+    }
+}
+
+/* ---- splicing ---- */
+
+static int side_of(const struct tunnel_conn *c, const struct bufferevent *bev)
+{
+    return bev == c->bev[SIDE_GUEST] ? SIDE_GUEST : SIDE_CLIENT;
+}
+
+/* Sends EOF to side s (its peer has closed and everything is delivered). */
+static void shut_side(struct tunnel_conn *c, int s)
+{
+    if (!c->shut[s]) {
+        c->shut[s] = true;
+        (void)shutdown(bufferevent_getfd(c->bev[s]), SHUT_WR);
+    }
+    if (c->shut[SIDE_CLIENT] && c->shut[SIDE_GUEST]) {
+        conn_close(c, "both sides closed");
+    }
+}
+
+/* Moves what src read to the other side; pauses src while that side's output is full. */
+static void splice_read_cb(struct bufferevent *src, void *userdata)
+{
+    struct tunnel_conn *c = userdata;
+    struct bufferevent *dst = c->bev[!side_of(c, src)];
+    struct evbuffer *out = bufferevent_get_output(dst);
+
+    if (evbuffer_add_buffer(out, bufferevent_get_input(src)) < 0) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    if (evbuffer_get_length(out) >= TUNNEL_HIGH_WATER) {
+        bufferevent_disable(src, EV_READ);
+    }
+}
+
+/* dst's output drained below the low-water mark: resume its source, or pass on its EOF. */
+static void splice_write_cb(struct bufferevent *dst, void *userdata)
+{
+    struct tunnel_conn *c = userdata;
+    int d = side_of(c, dst);
+
+    if (!c->eof[!d]) {
+        bufferevent_enable(c->bev[!d], EV_READ);
+    } else if (evbuffer_get_length(bufferevent_get_output(dst)) == 0) {
+        shut_side(c, d);
+    }
+}
+
+static void splice_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    struct tunnel_conn *c = userdata;
+    int s = side_of(c, bev);
+
+    if (what & BEV_EVENT_EOF) {
+        c->eof[s] = true;
+        if (evbuffer_get_length(bufferevent_get_input(bev)) > 0) {
+            splice_read_cb(bev, c);
+            if (c->state == CONN_CLOSED) {
+                return;
+            }
+        }
+        if (evbuffer_get_length(bufferevent_get_output(c->bev[!s])) == 0) {
+            shut_side(c, !s);
+        }
+        return;
+    }
+    conn_close(c, s == SIDE_GUEST ? "guest connection error" : "client connection error");
+}
+
+static void conn_splice(struct tunnel_conn *c, int fd)
+{
+    struct event_base *base = c->t->m->base;
+    struct bufferevent *client = c->bev[SIDE_CLIENT], *guest;
+
+    guest = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!guest) {
+        close_safe(fd);
+        conn_fail(c, 500, "out of memory");
+        return;
+    }
+    c->bev[SIDE_GUEST] = guest;
+    c->state = CONN_SPLICING;
+    event_del(c->timer);
+    log_sandbox_debug(c->id, "tunnel to port %u open", (unsigned)c->port);
+
+    /* OK first, then whatever the client sent early goes to the guest. */
+    if (evbuffer_add(bufferevent_get_output(client), "OK\n", 3) < 0 ||
+        evbuffer_add_buffer(bufferevent_get_output(guest), bufferevent_get_input(client)) < 0) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(c->bev); i++) {
+        bufferevent_setcb(c->bev[i], splice_read_cb, splice_write_cb, splice_event_cb, c);
+        bufferevent_setwatermark(c->bev[i], EV_READ, 0, 0);
+        bufferevent_setwatermark(c->bev[i], EV_WRITE, TUNNEL_HIGH_WATER / 2, 0);
+        if (bufferevent_enable(c->bev[i], c->eof[i] ? EV_WRITE : EV_READ | EV_WRITE) < 0) {
+            conn_close(c, "cannot enable events");
+            return;
+        }
+    }
+    /* EOF before OK: passed on once the early bytes are out (splice_write_cb). */
+    if (c->eof[SIDE_CLIENT] && evbuffer_get_length(bufferevent_get_output(guest)) == 0) {
+        shut_side(c, SIDE_GUEST);
+    }
+}
+
+/* ---- connecting ---- */
+
+static void connect_failed(struct tunnel_conn *c, int error)
+{
+    char msg[96];
+
+    switch (error) {
+    case ECONNREFUSED:
+        conn_fail(c, 502, "connection refused");
+        break;
+    case ETIMEDOUT:
+        conn_fail(c, 504, "connect timeout");
+        break;
+    case ENOENT:
+        conn_fail(c, 404, "sandbox not running"); /* its namespace is gone */
+        break;
+    default:
+        snprintf(msg, sizeof(msg), "cannot connect: %s", strerror(error));
+        conn_fail(c, 502, msg);
+        break;
+    }
+}
+
+static void connect_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct tunnel_conn *c = userdata;
+    int error = 0;
+    socklen_t len = sizeof(error);
+
+    if (what & EV_TIMEOUT) {
+        connect_failed(c, ETIMEDOUT);
+        return;
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0) {
+        error = errno;
+    }
+    if (error != 0) {
+        connect_failed(c, error);
+        return;
+    }
+    conn_splice(c, TAKE_FD(c->connect_fd));
+}
+
+/*
+ * Creates a non-blocking TCP socket inside the sandbox's network namespace.
+ * setns() only moves this thread, and only for the two calls in between.
+ */
+static int guest_socket(struct tunnel *t, const char *id, int *ret_fd)
+{
+    char path[PATH_MAX];
+    int ns = -EBADF, fd = -EBADF;
+    int r;
+
+    r = netslot_netns_path(id, path, sizeof(path));
+    if (r < 0) {
+        return r;
+    }
+    ns = open(path, O_RDONLY | O_CLOEXEC);
+    if (ns < 0) {
+        return -errno;
+    }
+    r = NERRNO(setns(ns, CLONE_NEWNET));
+    if (r >= 0) {
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        r = fd < 0 ? -errno : 0;
+        /* Staying in the sandbox's namespace would put the whole node there. */
+        if (setns(t->self_netns, CLONE_NEWNET) < 0) {
+            abort();
+        }
+    }
+    close_safe(ns);
+    if (r < 0) {
+        return r;
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+static void conn_connect(struct tunnel_conn *c)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(c->port) };
+    struct timeval timeout = { TUNNEL_CONNECT_TIMEOUT_SEC, 0 };
+    struct tunnel *t = c->t;
+    int fd = -EBADF;
+    int r;
+
+    c->state = CONN_CONNECTING;
+    r = inet_pton(AF_INET, NETSLOT_GUEST_IP, &sa.sin_addr) == 1 ? 0 : -EINVAL;
+    if (r >= 0) {
+        r = guest_socket(t, c->id, &fd);
+    }
+    if (r < 0) {
+        connect_failed(c, -r);
+        return;
+    }
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        conn_splice(c, fd);
+        return;
+    }
+    if (errno != EINPROGRESS) {
+        r = errno;
+        close_safe(fd);
+        connect_failed(c, r);
+        return;
+    }
+    c->connect_fd = fd;
+    c->connect_ev = event_new(t->m->base, fd, EV_WRITE, connect_cb, c);
+    if (!c->connect_ev || event_add(c->connect_ev, &timeout) < 0) {
+        conn_fail(c, 500, "out of memory");
+    }
+}
+
+/* ---- the request line ---- */
+
+static void request_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    struct tunnel_conn *c = userdata;
+
+    /* A client may send its request and half-close before our OK: kept for the splice. */
+    if ((what & BEV_EVENT_EOF) && c->state == CONN_CONNECTING) {
+        c->eof[SIDE_CLIENT] = true;
+        return;
+    }
+    conn_close(c, "client went away before the tunnel opened");
+}
+
+/* The request line's deadline, then the linger after an ERR line. */
+static void timer_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct tunnel_conn *c = userdata;
+
+    if (c->state == CONN_REQUEST) {
+        conn_fail(c, 408, "request timeout");
+    } else if (c->state == CONN_FAILING) {
+        conn_close(c, NULL);
+    }
+}
+
+static void request_read_cb(struct bufferevent *bev, void *userdata)
+{
+    struct tunnel_conn *c = userdata;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    struct manager *m = c->t->m;
+    char *line, *id, *space;
+    uint32_t port;
+    size_t n;
+
+    if (c->state != CONN_REQUEST) {
+        return; /* more bytes before OK: kept in the input, forwarded after it */
+    }
+    line = evbuffer_readln(in, &n, EVBUFFER_EOL_LF);
+    if (!line) {
+        if (evbuffer_get_length(in) >= TUNNEL_LINE_MAX) {
+            conn_fail(c, 400, "request line too long");
+        }
+        return;
+    }
+    if (n > 0 && line[n - 1] == '\r') {
+        line[--n] = '\0';
+    }
+    id = strncmp(line, "TUNNEL ", 7) == 0 ? line + 7 : NULL;
+    space = id ? strchr(id, ' ') : NULL;
+    if (!space) {
+        free(line);
+        conn_fail(c, 400, "expected 'TUNNEL <sandbox-id> <port>'");
+        return;
+    }
+    *space = '\0';
+    if (!sandbox_id_is_valid(id) || parse_u32(space + 1, &port) < 0 || port == 0 || port > 65535) {
+        free(line);
+        conn_fail(c, 400, "invalid sandbox id or port");
+        return;
+    }
+    memcpy(c->id, id, SANDBOX_ID_LEN + 1);
+    c->port = (uint16_t)port;
+    free(line);
+
+    if (m->stopping) {
+        conn_fail(c, 503, "node is stopping");
+        return;
+    }
+    struct vm *vm = manager_find(m, c->id);
+    if (!vm || vm->state != VM_RUNNING) {
+        conn_fail(c, 404, vm ? "sandbox not running" : "sandbox not found");
+        return;
+    }
+    conn_connect(c);
+}
+
+/* ---- listener ---- */
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                      int socklen, void *userdata)
+{
+    struct timeval timeout = { TUNNEL_REQUEST_TIMEOUT_SEC, 0 };
+    struct tunnel *t = userdata;
+    struct event_base *base = t->m->base;
+    struct tunnel_conn *c = calloc(1, sizeof(*c));
+
+    if (!c) {
+        close_safe(fd);
+        return;
+    }
+    *c = (struct tunnel_conn){ .t = t, .state = CONN_REQUEST, .connect_fd = -EBADF };
+    c->bev[SIDE_CLIENT] = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+    c->timer = evtimer_new(base, timer_cb, c);
+    c->reaper = evtimer_new(base, reap_cb, c);
+    if (!c->bev[SIDE_CLIENT]) {
+        close_safe(fd);
+    }
+    c->next = t->conns;
+    if (t->conns) {
+        t->conns->prev = c;
+    }
+    t->conns = c;
+    t->n_conns++;
+    if (!c->bev[SIDE_CLIENT] || !c->timer || !c->reaper) {
+        conn_free(c);
+        return;
+    }
+    if (t->n_conns > TUNNEL_MAX_CONNS || t->m->stopping) {
+        conn_fail(c, 503, t->m->stopping ? "node is stopping" : "too many tunnels");
+        return;
+    }
+    bufferevent_setcb(c->bev[SIDE_CLIENT], request_read_cb, NULL, request_event_cb, c);
+    /* The input never grows past one request line. */
+    bufferevent_setwatermark(c->bev[SIDE_CLIENT], EV_READ, 0, TUNNEL_LINE_MAX);
+    if (bufferevent_enable(c->bev[SIDE_CLIENT], EV_READ) < 0 ||
+        evtimer_add(c->timer, &timeout) < 0) {
+        conn_free(c);
+    }
+}
+
+static void accept_retry_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct tunnel *t = userdata;
+    evconnlistener_enable(t->listener);
+}
+
+/* accept() failed (EMFILE, ENOBUFS): pause instead of spinning on the ready listener. */
+static void accept_error_cb(struct evconnlistener *l, void *userdata)
+{
+    struct timeval retry = { 0, TUNNEL_ACCEPT_RETRY_MSEC * 1000 };
+    struct tunnel *t = userdata;
+
+    log_warning_errno(-errno, "cannot accept tunnel connection: %m");
+    evconnlistener_disable(l);
+    evtimer_add(t->accept_retry, &retry);
+}
+
+/* Closes every tunnel whose sandbox is gone or no longer running (see the top comment). */
+static void sweep_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct tunnel *t = userdata;
+
+    for (struct tunnel_conn *c = t->conns; c; c = c->next) {
+        if (c->state != CONN_CONNECTING && c->state != CONN_SPLICING) {
+            continue;
+        }
+        struct vm *vm = manager_find(t->m, c->id);
+        if (vm && vm->state == VM_RUNNING) {
+            continue;
+        }
+        if (c->state == CONN_CONNECTING) {
+            conn_fail(c, 404, "sandbox not running");
+        } else {
+            conn_close(c, "sandbox no longer running");
+        }
+    }
+}
+
+size_t tunnel_count(const struct tunnel *t)
+{
+    return t ? t->n_conns : 0;
+}
+
+int tunnel_new(struct manager *m, const char *path, struct tunnel **ret)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct timeval sweep = { TUNNEL_SWEEP_SEC, 0 };
+    char dir[PATH_MAX];
+    struct tunnel *t = NULL;
+    bool bound = false;
+    int fd = -EBADF;
+    int r;
+
+    assert(m);
+    assert(path);
+    assert(ret);
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    t = calloc(1, sizeof(*t));
+    if (!t) {
+        return -ENOMEM;
+    }
+    *t = (struct tunnel){ .m = m, .self_netns = -EBADF };
+    memcpy(t->path, path, strlen(path) + 1);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+
+    t->self_netns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (t->self_netns < 0) {
+        r = -errno;
+        goto fail;
+    }
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        (void)mkdir_p(dir, 0755);
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        r = -errno;
+        goto fail;
+    }
+    (void)unlink(path);
+    /* Connecting needs write permission on the socket: until the chmod only root can. */
+    r = NERRNO(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+    if (r < 0) {
+        goto fail;
+    }
+    bound = true;
+    struct stat st;
+    r = NERRNO(stat(path, &st));
+    if (r >= 0) {
+        t->dev = st.st_dev;
+        t->ino = st.st_ino;
+        r = NERRNO(chmod(path, 0660));
+    }
+    if (r >= 0) {
+        r = NERRNO(listen(fd, 128));
+    }
+    if (r < 0) {
+        goto fail;
+    }
+    t->listener = evconnlistener_new(m->base, accept_cb, t,
+                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+    if (!t->listener) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    fd = -EBADF; /* the listener owns it; tunnel_free() unlinks the path */
+    evconnlistener_set_error_cb(t->listener, accept_error_cb);
+    t->accept_retry = evtimer_new(m->base, accept_retry_cb, t);
+    t->sweep = event_new(m->base, -1, EV_PERSIST, sweep_cb, t);
+    if (!t->accept_retry || !t->sweep || event_add(t->sweep, &sweep) < 0) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    *ret = t;
+    return 0;
+fail:
+    if (bound) {
+        (void)unlink(path);
+    }
+    close_safe(fd);
+    tunnel_free(t);
+    return r;
+}
+
+struct tunnel *tunnel_free(struct tunnel *t)
+{
+    if (!t) {
+        return NULL;
+    }
+    while (t->conns) {
+        conn_free(t->conns);
+    }
+    if (t->listener) {
+        struct stat st;
+        evconnlistener_free(t->listener);
+        /* Another node may have taken the path over since; leave its socket alone. */
+        if (lstat(t->path, &st) >= 0 && st.st_dev == t->dev && st.st_ino == t->ino) {
+            (void)unlink(t->path);
+        }
+    }
+    if (t->sweep) {
+        event_free(t->sweep);
+    }
+    if (t->accept_retry) {
+        event_free(t->accept_retry);
+    }
+    close_safe(t->self_netns);
+    free(t);
+    return NULL;
+}
