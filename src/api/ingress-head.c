@@ -22,20 +22,20 @@
 #include "basic/parse-util.h"
 
 #define METHOD_MAX 32
-#define CHUNK_LINE_MAX 4096   /* size line with extensions, and each trailer line */
+#define CHUNK_LINE_MAX 4096 /* size line with extensions, and each trailer line */
 #define CHUNK_TRAILER_LINES_MAX 64
 
-enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
+enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_UNTIL_EOF };
 
 enum {
     CHUNK_SIZE,      /* hex digits */
     CHUNK_SIZE_TAIL, /* whitespace and extensions, up to LF */
     CHUNK_DATA,
-    CHUNK_DATA_CR,   /* the CRLF after the data */
+    CHUNK_DATA_CR, /* the CRLF after the data */
     CHUNK_DATA_LF,
     CHUNK_TRAILER_START,
     CHUNK_TRAILER_LINE,
-    CHUNK_LAST_LF,   /* CR of the final empty line seen */
+    CHUNK_LAST_LF, /* CR of the final empty line seen */
 };
 
 static bool is_tchar(unsigned char c)
@@ -177,8 +177,7 @@ static bool list_has_token(struct ingress_head_span value, const char *token)
         while (i < value.n && value.p[i] != ',') {
             i++;
         }
-        if (span_eq_ci(trim_ows((struct ingress_head_span){ value.p + start, i - start }),
-                       token)) {
+        if (span_eq_ci(trim_ows((struct ingress_head_span){ value.p + start, i - start }), token)) {
             return true;
         }
         i++;
@@ -239,8 +238,8 @@ static int parse_target(struct ingress_head_request *req)
     while (i < t.n && t.p[i] != '?' && t.p[i] != '#') {
         i++;
     }
-    req->path = i > start ? (struct ingress_head_span){ t.p + start, i - start }
-                          : (struct ingress_head_span){ "/", 1 };
+    /* Empty for "http://host" (meaning "/"); still a span inside the buffer. */
+    req->path = (struct ingress_head_span){ t.p + start, i - start };
     if (i < t.n && t.p[i] == '?') {
         start = ++i;
         while (i < t.n && t.p[i] != '#') {
@@ -460,8 +459,7 @@ static int route_by_host(struct ingress_head_span hostname, const char *domain,
 }
 
 int ingress_head_route(const struct ingress_head_request *req, const char *domain,
-                       char ret_id[SANDBOX_ID_LEN + 1], uint16_t *ret_port,
-                       const char **ret_error)
+                       char ret_id[SANDBOX_ID_LEN + 1], uint16_t *ret_port, const char **ret_error)
 {
     struct ingress_head_span hostname = req->host;
     bool ip = false, by_headers;
@@ -590,16 +588,16 @@ bool ingress_head_prefers_html(const struct ingress_head_request *req)
         struct ingress_head_span item = { a.p + start, i - start };
         i++;
         const char *semi = memchr(item.p, ';', item.n);
-        struct ingress_head_span range = trim_ows(
-            (struct ingress_head_span){ item.p, semi ? (size_t)(semi - item.p) : item.n });
+        struct ingress_head_span range =
+            trim_ows((struct ingress_head_span){ item.p, semi ? (size_t)(semi - item.p) : item.n });
         int qv = 1000;
         /* Parameters: only q matters. */
         while (semi) {
             const char *param = semi + 1;
             size_t left = item.n - (size_t)(param - item.p);
             semi = memchr(param, ';', left);
-            struct ingress_head_span pv = trim_ows(
-                (struct ingress_head_span){ param, semi ? (size_t)(semi - param) : left });
+            struct ingress_head_span pv =
+                trim_ows((struct ingress_head_span){ param, semi ? (size_t)(semi - param) : left });
             if (pv.n >= 2 && (pv.p[0] == 'q' || pv.p[0] == 'Q') && pv.p[1] == '=') {
                 qv = parse_qvalue((struct ingress_head_span){ pv.p + 2, pv.n - 2 });
             }
@@ -607,7 +605,8 @@ bool ingress_head_prefers_html(const struct ingress_head_request *req)
         if (qv < 0) {
             continue;
         }
-        int m[2] = { range_match(range, "text", "html"), range_match(range, "application", "json") };
+        int m[2] = { range_match(range, "text", "html"),
+                     range_match(range, "application", "json") };
         for (size_t k = 0; k < 2; k++) {
             if (m[k] > best[k]) {
                 best[k] = m[k];
@@ -687,7 +686,9 @@ int ingress_head_parse_response(const char *buf, size_t len, struct ingress_head
 {
     struct ingress_head_span line, name, value;
     const char *p = buf, *end = buf + len;
+    struct ingress_head_response resp = { .head_len = len };
     uint32_t status = 0;
+    bool has_te = false;
 
     if (len > INGRESS_HEAD_MAX || !next_line(&p, end, &line) || line.n < 12 ||
         memcmp(line.p, "HTTP/1.", 7) != 0 || !is_digit(line.p[7]) || line.p[8] != ' ' ||
@@ -713,11 +714,33 @@ int ingress_head_parse_response(const char *buf, size_t len, struct ingress_head
         if (split_field(line, &name, &value) < 0) {
             return -EBADMSG;
         }
+        if (span_eq_ci(name, "Transfer-Encoding")) {
+            /* Framing is chunked when chunked is the last coding (RFC 9112 6.3). */
+            struct ingress_head_span last = value;
+            const char *comma = last.n ? memrchr(last.p, ',', last.n) : NULL;
+            if (comma) {
+                last = trim_ows(
+                    (struct ingress_head_span){ comma + 1, last.n - (size_t)(comma + 1 - last.p) });
+            }
+            has_te = true;
+            resp.chunked = span_eq_ci(last, "chunked");
+        } else if (span_eq_ci(name, "Content-Length")) {
+            uint64_t n;
+            if (parse_content_length(value, &n) < 0 ||
+                (resp.has_content_length && n != resp.content_length)) {
+                return -EBADMSG;
+            }
+            resp.has_content_length = true;
+            resp.content_length = n;
+        }
     }
-    if (p != end) {
+    /* Both framings at once is how responses get smuggled: refused. */
+    if (p != end || (has_te && resp.has_content_length)) {
         return -EBADMSG;
     }
-    *ret = (struct ingress_head_response){ .status = status, .head_len = len };
+    resp.status = status;
+    resp.until_eof = has_te && !resp.chunked;
+    *ret = resp;
     return 0;
 }
 
@@ -726,7 +749,7 @@ int ingress_head_rewrite_response(const char *buf, size_t head_len, struct strbu
     return rewrite_head(buf, head_len, false, out);
 }
 
-/* ---- request body framing ---- */
+/* ---- body framing ---- */
 
 void ingress_head_body_init(struct ingress_head_body *b, const struct ingress_head_request *req)
 {
@@ -737,6 +760,23 @@ void ingress_head_body_init(struct ingress_head_body *b, const struct ingress_he
     } else if (req->has_content_length && req->content_length > 0) {
         b->kind = BODY_LENGTH;
         b->remaining = req->content_length;
+    }
+    b->done = b->kind == BODY_NONE;
+}
+
+void ingress_head_body_init_response(struct ingress_head_body *b,
+                                     const struct ingress_head_response *resp, bool head_request)
+{
+    *b = (struct ingress_head_body){ .kind = BODY_UNTIL_EOF };
+    /* RFC 9112 6.3: no body after HEAD, 1xx, 204 and 304, whatever the head says. */
+    if (head_request || resp->status < 200 || resp->status == 204 || resp->status == 304) {
+        b->kind = BODY_NONE;
+    } else if (resp->chunked) {
+        b->kind = BODY_CHUNKED;
+        b->state = CHUNK_SIZE;
+    } else if (resp->has_content_length && !resp->until_eof) {
+        b->kind = resp->content_length > 0 ? BODY_LENGTH : BODY_NONE;
+        b->remaining = resp->content_length;
     }
     b->done = b->kind == BODY_NONE;
 }
@@ -844,6 +884,9 @@ ssize_t ingress_head_body_feed(struct ingress_head_body *b, const char *data, si
 {
     size_t used = 0;
 
+    if (b->kind == BODY_UNTIL_EOF) {
+        return (ssize_t)len;
+    }
     while (used < len && !b->done) {
         if (b->kind == BODY_LENGTH) {
             size_t take = (size_t)MIN((uint64_t)(len - used), b->remaining);

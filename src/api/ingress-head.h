@@ -18,8 +18,8 @@
 #include "basic/strbuf.h"
 #include "shared/sandbox-id.h"
 
-#define INGRESS_HEAD_MAX (64u * 1024)   /* request or response head, empty line included */
-#define INGRESS_HEAD_MAX_FIELDS 256     /* header lines in a request head */
+#define INGRESS_HEAD_MAX (64u * 1024) /* request or response head, empty line included */
+#define INGRESS_HEAD_MAX_FIELDS 256   /* header lines in a request head */
 
 /* A run of bytes inside a head; not NUL-terminated. p is NULL when absent. */
 struct ingress_head_span {
@@ -29,7 +29,8 @@ struct ingress_head_span {
 
 struct ingress_head_request {
     struct ingress_head_span method, target, version;
-    struct ingress_head_span path;  /* target up to '?' or '#' ("*" for OPTIONS *) */
+    struct ingress_head_span path;  /* target up to '?' or '#'; "*" for OPTIONS *, empty for
+                                       an absolute-form target without a path */
     struct ingress_head_span query; /* after '?', up to '#'; p NULL without '?' */
     bool http10;
     /* Host header, or the authority of an absolute-form target (which wins, RFC 9112 3.2.2). */
@@ -71,8 +72,7 @@ int ingress_head_parse_request(const char *buf, size_t len, struct ingress_head_
  * *ret_error (may be NULL) set to a static message for the 400 answer.
  */
 int ingress_head_route(const struct ingress_head_request *req, const char *domain,
-                       char ret_id[SANDBOX_ID_LEN + 1], uint16_t *ret_port,
-                       const char **ret_error);
+                       char ret_id[SANDBOX_ID_LEN + 1], uint16_t *ret_port, const char **ret_error);
 
 /*
  * True when the Accept header prefers text/html over application/json
@@ -98,12 +98,18 @@ int ingress_head_rewrite_request(const char *buf, const struct ingress_head_requ
 struct ingress_head_response {
     unsigned status; /* 100..599 */
     size_t head_len;
+    bool chunked;   /* Transfer-Encoding ends in chunked */
+    bool until_eof; /* Transfer-Encoding without chunked: the body ends at EOF */
+    bool has_content_length;
+    uint64_t content_length;
 };
 
 /*
  * Parses a complete response head (len from ingress_head_find_end()): an
- * HTTP/1.x status line and well-formed field lines. Returns 0 or -EBADMSG;
- * *ret is written only on success.
+ * HTTP/1.x status line and well-formed field lines, with its framing.
+ * Returns 0 or -EBADMSG (also for Content-Length together with
+ * Transfer-Encoding, or conflicting lengths); *ret is written only on
+ * success.
  */
 int ingress_head_parse_response(const char *buf, size_t len, struct ingress_head_response *ret);
 
@@ -114,9 +120,10 @@ int ingress_head_parse_response(const char *buf, size_t len, struct ingress_head
 int ingress_head_rewrite_response(const char *buf, size_t head_len, struct strbuf *out);
 
 /*
- * Request body framing (RFC 9112 6): finds where the first request's body
- * ends so that nothing after it reaches the sandbox. Bytes are never
- * modified or kept; only their count matters.
+ * Body framing (RFC 9112 6): finds where the first request's body ends so
+ * that nothing after it reaches the sandbox, and where the response ends so
+ * that the exchange can close. Bytes are never modified or kept; only their
+ * count matters.
  */
 struct ingress_head_body {
     int kind;  /* none, length, chunked */
@@ -129,10 +136,13 @@ struct ingress_head_body {
 };
 
 void ingress_head_body_init(struct ingress_head_body *b, const struct ingress_head_request *req);
+/* For the body after a final response head; head_request: the request was HEAD. */
+void ingress_head_body_init_response(struct ingress_head_body *b,
+                                     const struct ingress_head_response *resp, bool head_request);
 /*
- * Consumes request bytes that follow the head: returns how many of the len
- * bytes belong to the body (b->done is set once it is complete; the rest
- * of data is not part of this request), or -EBADMSG for broken chunked
- * framing.
+ * Consumes bytes that follow the head: returns how many of the len bytes
+ * belong to the body (b->done is set once it is complete; the rest of data
+ * is not part of this message), or -EBADMSG for broken chunked framing.
+ * A body that ends at EOF takes everything and is never done.
  */
 ssize_t ingress_head_body_feed(struct ingress_head_body *b, const char *data, size_t len);

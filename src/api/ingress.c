@@ -23,7 +23,10 @@
  *                             RAW   after 101 Switching Protocols: everything
  *   sandbox -> client (down): HEAD  response heads: 1xx passed on, the final one
  *                                   gets "Connection: close"; 101 only for upgrades
- *                             RAW   the rest, until EOF
+ *                             BODY  the response body, counted like the request's
+ *                             RAW   after 101: everything, until EOF
+ *                             DONE  the response is complete: the sandbox side is
+ *                                   closed even if it would keep the connection
  *
  * Heads are copied out of libevent's buffers into a per-direction buffer of
  * at most INGRESS_HEAD_MAX bytes and scanned incrementally, so a client or
@@ -64,10 +67,10 @@
 #include "basic/time-util.h"
 #include "shared/sandbox-id.h"
 
-#define INGRESS_HEAD_TIMEOUT_SEC 10      /* the whole request head */
-#define INGRESS_TUNNEL_TIMEOUT_SEC 15    /* the node answers within its 10 s connect deadline */
+#define INGRESS_HEAD_TIMEOUT_SEC 10   /* the whole request head */
+#define INGRESS_TUNNEL_TIMEOUT_SEC 15 /* the node answers within its 10 s connect deadline */
 #define INGRESS_IDLE_TIMEOUT_SEC (15 * 60)
-#define INGRESS_REPLY_TIMEOUT_SEC 10     /* to write our own response */
+#define INGRESS_REPLY_TIMEOUT_SEC 10 /* to write our own response */
 #define INGRESS_LINGER_SEC 2
 #define INGRESS_HIGH_WATER (256u * 1024) /* per direction */
 #define INGRESS_MAX_CONNS 4096
@@ -76,7 +79,7 @@
 
 enum conn_state { CONN_HEAD, CONN_TUNNEL, CONN_PROXY, CONN_REPLY, CONN_CLOSED };
 enum up_mode { UP_HOLD, UP_BODY, UP_DISCARD, UP_RAW };
-enum down_mode { DOWN_HEAD, DOWN_RAW };
+enum down_mode { DOWN_HEAD, DOWN_BODY, DOWN_RAW, DOWN_DONE };
 
 /* A head being collected: bytes copied out of an evbuffer, scanned incrementally. */
 struct headbuf {
@@ -96,12 +99,14 @@ struct ingress_conn {
     bool lingering;
     char id[SANDBOX_ID_LEN + 1]; /* "" until routed */
     uint16_t port;
-    bool html;          /* our error pages as HTML (Accept prefers it) */
-    bool upgrade;       /* the request asks for a protocol switch */
-    bool sent_response; /* response bytes went to the client: no error page any more */
-    struct ingress_head_body body;
-    struct headbuf head;    /* request head, then the response heads */
-    struct strbuf forward;  /* request head to send once the tunnel is open */
+    bool html;                     /* our error pages as HTML (Accept prefers it) */
+    bool upgrade;                  /* the request asks for a protocol switch */
+    bool sent_response;            /* response bytes went to the client: no error page any more */
+    bool head_request;             /* HEAD: the response has no body */
+    struct ingress_head_body body; /* the request's */
+    struct ingress_head_body resp_body; /* the final response's */
+    struct headbuf head;                /* request head, then the response heads */
+    struct strbuf forward;              /* request head to send once the tunnel is open */
     bool client_eof, upstream_eof, client_shut, upstream_shut;
 };
 
@@ -116,9 +121,6 @@ struct ingress {
     struct ingress_conn *conns;
     unsigned n_conns;
 };
-
-static void up_pump(struct ingress_conn *c);
-static void down_pump(struct ingress_conn *c);
 
 /* ---- small helpers ---- */
 
@@ -227,8 +229,8 @@ static int append_escaped(struct strbuf *sb, const char *s, bool json)
  * {"sandboxId","message"[,"port"],"code"} (the shape of E2B's proxy, port a
  * string as there), or a small HTML page for browsers.
  */
-static int error_body(const struct ingress_conn *c, int status, const char *message,
-                      bool with_port, struct strbuf *sb)
+static int error_body(const struct ingress_conn *c, int status, const char *message, bool with_port,
+                      struct strbuf *sb)
 {
     char port[8];
     int r;
@@ -364,12 +366,24 @@ static void reply_write_cb(struct bufferevent *bev, void *userdata)
     /* All out: stop sending, and read what the client still sends for a moment. */
     c->client_shut = true;
     (void)shutdown(bufferevent_getfd(bev), SHUT_WR);
+    if (c->client_eof) {
+        conn_close(c, NULL);
+        return;
+    }
     timer_set(c, INGRESS_LINGER_SEC);
 }
 
 static void reply_event_cb(struct bufferevent *bev, short what, void *userdata)
 {
-    conn_close(userdata, NULL);
+    struct ingress_conn *c = userdata;
+
+    /* A client that half-closed after its request still gets the whole answer. */
+    if ((what & BEV_EVENT_EOF) && !c->client_shut) {
+        c->client_eof = true;
+        bufferevent_disable(bev, EV_READ);
+        return;
+    }
+    conn_close(c, NULL);
 }
 
 /*
@@ -483,7 +497,7 @@ static void up_check_eof(struct ingress_conn *c)
 
 static void down_check_eof(struct ingress_conn *c)
 {
-    if (c->state == CONN_PROXY && c->upstream_eof && c->down == DOWN_RAW &&
+    if (c->state == CONN_PROXY && c->upstream_eof && c->down != DOWN_HEAD &&
         evbuffer_get_length(bufferevent_get_output(c->client)) == 0) {
         shut_client(c);
     }
@@ -542,6 +556,29 @@ static void up_pump(struct ingress_conn *c)
     up_check_eof(c);
 }
 
+/*
+ * The response is complete: whatever else the sandbox sends is not for this
+ * client, and a body still being uploaded is no longer wanted.
+ */
+static void response_done(struct ingress_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->upstream);
+    struct evbuffer *out = bufferevent_get_output(c->upstream);
+
+    c->down = DOWN_DONE;
+    c->upstream_eof = true;
+    bev_stop(c->upstream);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    evbuffer_drain(out, evbuffer_get_length(out));
+    (void)shutdown(bufferevent_getfd(c->upstream), SHUT_RDWR);
+    if (c->up == UP_BODY) {
+        c->up = UP_DISCARD;
+    }
+    if (c->up == UP_DISCARD && !c->client_eof) {
+        bufferevent_enable(c->client, EV_READ);
+    }
+}
+
 /* The final (non-1xx) response head is complete in c->head. */
 static int down_final_head(struct ingress_conn *c, const struct ingress_head_response *resp)
 {
@@ -552,6 +589,7 @@ static int down_final_head(struct ingress_conn *c, const struct ingress_head_res
     if (resp->status == 101) {
         r = evbuffer_add(out, c->head.buf, resp->head_len) < 0 ? -ENOMEM : 0;
         c->up = UP_RAW;
+        c->down = DOWN_RAW;
     } else {
         r = ingress_head_rewrite_response(c->head.buf, resp->head_len, &sb);
         if (r >= 0 && evbuffer_add(out, sb.buf, sb.len) < 0) {
@@ -561,8 +599,9 @@ static int down_final_head(struct ingress_conn *c, const struct ingress_head_res
         if (c->up == UP_HOLD) {
             c->up = UP_DISCARD; /* an upgrade request has no body */
         }
+        ingress_head_body_init_response(&c->resp_body, resp, c->head_request);
+        c->down = DOWN_BODY;
     }
-    c->down = DOWN_RAW;
     c->sent_response = true;
     if (r >= 0 && !c->client_eof) {
         bufferevent_enable(c->client, EV_READ);
@@ -614,7 +653,7 @@ static void down_pump(struct ingress_conn *c)
             conn_close(c, "out of memory");
             return;
         }
-        if (c->down == DOWN_RAW) {
+        if (c->down != DOWN_HEAD) {
             /* Client bytes held or discarded so far can move now. */
             up_pump(c);
             if (c->state != CONN_PROXY) {
@@ -626,7 +665,25 @@ static void down_pump(struct ingress_conn *c)
         conn_close(c, "out of memory");
         return;
     }
-    if (evbuffer_get_length(out) >= INGRESS_HIGH_WATER) {
+    while (c->down == DOWN_BODY && !c->resp_body.done && evbuffer_get_length(in) > 0) {
+        struct evbuffer_iovec v;
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
+            break;
+        }
+        ssize_t n = ingress_head_body_feed(&c->resp_body, v.iov_base, v.iov_len);
+        if (n < 0) {
+            conn_close(c, "malformed chunked response body");
+            return;
+        }
+        if (evbuffer_remove_buffer(in, out, (size_t)n) != (int)n) {
+            conn_close(c, "out of memory");
+            return;
+        }
+    }
+    if (c->down == DOWN_BODY && c->resp_body.done) {
+        response_done(c);
+    }
+    if (c->down != DOWN_DONE && evbuffer_get_length(out) >= INGRESS_HIGH_WATER) {
         bufferevent_disable(c->upstream, EV_READ);
     }
     down_check_eof(c);
@@ -692,8 +749,7 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *userdat
     c->upstream_eof = true;
     if (c->down == DOWN_HEAD) {
         if (!c->sent_response) {
-            conn_reply(c, 502, "The sandbox closed the connection without a response", false,
-                       NULL);
+            conn_reply(c, 502, "The sandbox closed the connection without a response", false, NULL);
         } else {
             conn_close(c, "sandbox closed the connection inside a response head");
         }
@@ -850,10 +906,7 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
 
     r = ingress_head_parse_request(c->head.buf, head_len, &req);
     if (r < 0) {
-        int status = r == -E2BIG             ? 431
-                     : r == -EPROTONOSUPPORT ? 505
-                     : r == -EOPNOTSUPP      ? 501
-                                             : 400;
+        int status = r == -E2BIG ? 431 : r == -EPROTONOSUPPORT ? 505 : r == -EOPNOTSUPP ? 501 : 400;
         conn_reply(c, status,
                    status == 431   ? "request header fields too large"
                    : status == 505 ? "HTTP version not supported"
@@ -887,14 +940,15 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
         }
         if (target.has_token && !envd_token_exempt(&req) &&
             !secret_equal(req.access_token, target.access_token)) {
-            conn_reply(c, 401, "unauthorized access, please provide a valid access token",
-                       false, NULL);
+            conn_reply(c, 401, "unauthorized access, please provide a valid access token", false,
+                       NULL);
             return;
         }
     }
     explicit_bzero(target.access_token, sizeof(target.access_token));
 
     c->upgrade = req.upgrade && !req.chunked && req.content_length == 0;
+    c->head_request = ingress_head_span_eq(req.method, "HEAD");
     req.upgrade = c->upgrade; /* an upgrade with a body is forwarded as a plain request */
     ingress_head_body_init(&c->body, &req);
     strbuf_init(&c->forward, INGRESS_HEAD_MAX + 1024); /* + CRLFs and Connection */
@@ -959,8 +1013,9 @@ static void timer_cb(evutil_socket_t fd, short what, void *userdata)
         } else if (idle >= INGRESS_IDLE_TIMEOUT_SEC * USEC_PER_SEC) {
             conn_close(c, "idle timeout");
         } else {
-            struct timeval tv = { (time_t)((INGRESS_IDLE_TIMEOUT_SEC * USEC_PER_SEC - idle) /
-                                           USEC_PER_SEC) + 1, 0 };
+            struct timeval tv = {
+                (time_t)((INGRESS_IDLE_TIMEOUT_SEC * USEC_PER_SEC - idle) / USEC_PER_SEC) + 1, 0
+            };
             evtimer_add(c->timer, &tv);
         }
         break;
@@ -1078,8 +1133,8 @@ int ingress_new(struct event_base *base, const char *listen_ip, uint16_t port, c
         goto fail;
     }
     ig->listener = evconnlistener_new_bind(
-        base, accept_cb, ig, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE,
-        512, (struct sockaddr *)&ss, (int)sslen);
+        base, accept_cb, ig, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE, 512,
+        (struct sockaddr *)&ss, (int)sslen);
     if (!ig->listener) {
         r = errno > 0 ? -errno : -EADDRINUSE;
         goto fail;
