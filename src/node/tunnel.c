@@ -50,6 +50,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -427,7 +428,7 @@ static void conn_connect(struct tunnel_conn *c)
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(c->port) };
     struct timeval timeout = { TUNNEL_CONNECT_TIMEOUT_SEC, 0 };
     struct tunnel *t = c->t;
-    int fd = -EBADF;
+    int fd = -EBADF, one = 1;
     int r;
 
     c->state = CONN_CONNECTING;
@@ -439,6 +440,8 @@ static void conn_connect(struct tunnel_conn *c)
         connect_failed(c, -r);
         return;
     }
+    /* Interactive traffic (PTY input over a WebSocket, small RPCs) must not wait for Nagle. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
         conn_splice(c, fd);
         return;
