@@ -14,7 +14,7 @@ packages=(
   # guest image pipeline (tools/template-build.sh)
   debootstrap mmdebstrap linux-source-6.1 bc flex bison libelf-dev busybox-static cpio xz-utils
   # tests
-  python3 python3-pytest python3-requests curl postgresql
+  python3 python3-pytest python3-requests curl postgresql wrk
 )
 
 missing=()
@@ -26,9 +26,33 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present" >&2
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >&2
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
 fi
-echo "install-deps: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >&2
-apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+
+# The compatibility tests run the real `e2b` SDK (pinned in tests/compat/package.json),
+# which needs Node.js >= 20.18. Debian 12 ships 18: then Node 20 comes from the npm
+# registry's `node` package (a registry package that carries the binary), cached outside
+# the checkout.
+cd "$(dirname "$0")/.."
+node_ok() { "$1" -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=18)?0:1)' 2>/dev/null; }
+if ! command -v npm >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm >&2
+fi
+nodejs=$(command -v node || true)
+if [ -z "$nodejs" ] || ! node_ok "$nodejs"; then
+  cache=/var/cache/space/nodejs
+  if ! node_ok "$cache/node_modules/node/bin/node"; then
+    echo "install-deps: installing Node.js 20 from the npm registry into $cache" >&2
+    npm install --prefix "$cache" --no-audit --no-fund node@20 >&2
+  fi
+  nodejs=$cache/node_modules/node/bin/node
+fi
+if [ ! -d tests/compat/node_modules/e2b ] || [ tests/compat/package-lock.json -nt tests/compat/node_modules ]; then
+  echo "install-deps: installing the pinned e2b SDK for tests/compat" >&2
+  (cd tests/compat && PATH="$(dirname "$nodejs"):$PATH" npm ci --no-audit --no-fund >&2)
+fi
+echo "$nodejs" > /var/cache/space/nodejs.path 2>/dev/null || true

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The README's second command: builds everything twice (gcc release; clang
-# with ASan+UBSan), runs the unit tests on both, and the end-to-end suites
-# (real guests under QEMU, real namespaces) with the sanitized host daemons.
-# The guest agent comes from the release build: the guest has no sanitizer
-# runtime. Needs root (namespaces, taps, loop mounts).
+# with ASan+UBSan), runs the unit tests on both, the store tests against a
+# throwaway PostgreSQL, the route table against docs/api/openapi.yaml, a
+# bounded run of every fuzzer, and the end-to-end suites (real guests under
+# QEMU, real namespaces, the real e2b SDK) with the sanitized host daemons on
+# SQLite and PostgreSQL. The guest agent comes from the release build: the
+# guest has no sanitizer runtime. Needs root (namespaces, taps, loop mounts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,10 +19,24 @@ if [ ! -f build-asan/build.ninja ]; then
 fi
 ninja -C build-asan >&2
 
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+/usr/bin/python3 tools/check-routes.py
+
+# A small quarantine keeps RSS meaningful for the memory-bound tests.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=16
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 meson test -C build --suite unit --print-errorlogs
 meson test -C build-asan --suite unit --print-errorlogs
 
+if [ "${SPACE_SKIP_FUZZ:-}" != 1 ]; then
+  bash tools/fuzz.sh 20
+fi
+
+trap 'bash tools/pg-test.sh stop >/dev/null 2>&1 || true' EXIT
+SPACE_TEST_PG_URL=$(bash tools/pg-test.sh start)
+export SPACE_TEST_PG_URL
+meson test -C build-asan --suite pg --print-errorlogs
+
+SPACE_NODEJS=$(cat /var/cache/space/nodejs.path 2>/dev/null || command -v node)
+export SPACE_NODEJS
 SPACE_BUILD_DIR=build-asan SPACE_AGENT_BUILD_DIR=build \
   /usr/bin/python3 -m pytest -p no:cacheprovider -v tests "$@"

@@ -20,6 +20,8 @@
 
 #include "api/auth.h"
 #include "api/controller.h"
+#include "api/ingress.h"
+#include "api/lifecycle.h"
 #include "api/manager.h"
 #include "basic/fd-util.h"
 #include "basic/fileio.h"
@@ -190,6 +192,34 @@ static int bootstrap_key(struct manager *m, const char *path)
     return r;
 }
 
+/* The ingress asks who a sandbox is, once per connection: a single-row store read. */
+static int ingress_lookup(void *userdata, const char *sandbox_id, struct ingress_target *ret)
+{
+    struct manager *m = userdata;
+    struct store_sandbox sb = { 0 };
+    int r = lifecycle_get_live(m, sandbox_id, &sb);
+
+    if (r < 0) {
+        return r == -ENOENT ? -ENOENT : r;
+    }
+    *ret = (struct ingress_target){ 0 };
+    if (strcmp(sb.state, "running") != 0) {
+        r = -EAGAIN; /* still being created */
+    } else if (strlen(m->tunnel_socket) >= sizeof(ret->tunnel_socket) ||
+               (sb.envd_access_token &&
+                strlen(sb.envd_access_token) >= sizeof(ret->access_token))) {
+        r = -ENAMETOOLONG;
+    } else {
+        memcpy(ret->tunnel_socket, m->tunnel_socket, strlen(m->tunnel_socket) + 1);
+        if (sb.envd_access_token) {
+            memcpy(ret->access_token, sb.envd_access_token, strlen(sb.envd_access_token) + 1);
+            ret->has_token = true;
+        }
+    }
+    store_sandbox_release(&sb);
+    return r;
+}
+
 static void signal_cb(evutil_socket_t sig, short what, void *userdata)
 {
     struct manager *m = userdata;
@@ -266,6 +296,18 @@ int main(int argc, char **argv)
         r = log_error_errno(fd < 0 ? fd : -EIO, "cannot listen on '%s': %m", arg_socket);
         goto out;
     }
+    if (arg_ingress) {
+        if (split_host_port(arg_ingress, ip, sizeof(ip), &port) < 0) {
+            r = log_error_errno(-EINVAL, "invalid --ingress '%s'", arg_ingress);
+            goto out;
+        }
+        r = ingress_new(m.base, ip, port, arg_domain ? arg_domain : "space.localhost",
+                        ingress_lookup, &m, &m.ingress);
+        if (r < 0) {
+            log_error_errno(r, "cannot listen for sandbox traffic on '%s': %m", arg_ingress);
+            goto out;
+        }
+    }
     m.sigterm = evsignal_new(m.base, SIGTERM, signal_cb, &m);
     m.sigint = evsignal_new(m.base, SIGINT, signal_cb, &m);
     event_add(m.sigterm, NULL);
@@ -275,8 +317,9 @@ int main(int argc, char **argv)
         log_error_errno(r, "cannot start controller: %m");
         goto out;
     }
-    log_info("ready: api on %s, admin socket '%s', store %s, node '%s'", arg_listen, arg_socket,
-             store_kind(m.store), arg_node_socket);
+    log_info("ready: api on %s, ingress on %s, admin socket '%s', store %s, node '%s'",
+             arg_listen, arg_ingress ? arg_ingress : "(none)", arg_socket, store_kind(m.store),
+             arg_node_socket);
     event_base_dispatch(m.base);
     r = 0;
 out:
@@ -286,6 +329,7 @@ out:
         event_base_loop(m.base, EVLOOP_ONCE);
     }
     (void)unlink(arg_socket);
+    m.ingress = ingress_free(m.ingress);
     if (m.sigterm) {
         event_free(m.sigterm);
     }

@@ -21,6 +21,7 @@ BUILD = os.path.abspath(os.environ.get("SPACE_BUILD_DIR", os.path.join(ROOT, "bu
 AGENT_BUILD = os.path.abspath(os.environ.get("SPACE_AGENT_BUILD_DIR", BUILD))
 SPACE = os.path.join(BUILD, "src/cli/space")
 NODE = os.path.join(BUILD, "src/node/space-node")
+API = os.path.join(BUILD, "src/api/space-api")
 AGENT = os.path.join(AGENT_BUILD, "src/agent/space-agent")
 DATA_ROOT = os.environ.get("SPACE_TEST_DATA_ROOT", "/var/lib/space")
 
@@ -178,3 +179,108 @@ class Node:
             if ns.startswith("space-") and os.path.isdir(os.path.join(self.data, "sandboxes", sid)):
                 subprocess.run(["ip", "netns", "delete", ns], check=False)
         shutil.rmtree(self.data, ignore_errors=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Platform:
+    """A real space-node plus a real space-api (own sockets, ports, data dir and store).
+
+    store: None for the default SQLite file, or a PostgreSQL URL (a fresh schema is not
+    needed: each Platform uses its own database name via the URL the caller passes).
+    """
+
+    def __init__(self, name="platform", store=None, api_args=(), node_args=()):
+        self.node = Node(name, extra_args=["--tunnel-socket", "PLACEHOLDER", *node_args])
+        self.data = self.node.data
+        base = os.path.basename(self.data)
+        self.api_socket = f"/run/space/{base}-api.sock"
+        self.tunnel_socket = f"/run/space/{base}-tunnel.sock"
+        self.node.extra_args[1] = self.tunnel_socket
+        self.port = free_port()
+        self.ingress_port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ingress_url = f"http://127.0.0.1:{self.ingress_port}"
+        self.key_file = os.path.join(self.data, "default-api-key")
+        self.store = store
+        self.api_args = list(api_args)
+        self.api = None
+        self.env = dict(self.node.env, SPACE_SOCKET=self.api_socket,
+                        SPACE_NODE_SOCKET=self.node.socket, SPACE_API=API)
+
+    @property
+    def key(self):
+        with open(self.key_file) as f:
+            return f.read().strip()
+
+    def start(self):
+        self.node.start()
+        self.start_api()
+        return self
+
+    def start_api(self, timeout=60):
+        args = [API, "--data-dir", self.data, "--socket", self.api_socket,
+                "--node-socket", self.node.socket, "--tunnel-socket", self.tunnel_socket,
+                "--listen", f"127.0.0.1:{self.port}",
+                "--ingress", f"127.0.0.1:{self.ingress_port}",
+                "--domain", "space.test", "--bootstrap-key", self.key_file, *self.api_args]
+        if self.store:
+            args += ["--store", self.store]
+        log = open(os.path.join(self.data, "api.log"), "ab")
+        self.api = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.api.poll() is not None:
+                raise AssertionError(f"space-api exited: {self.api_log()}")
+            try:
+                if self.admin("GET", "/health", timeout=2)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"space-api did not start: {self.api_log()}")
+
+    def api_log(self):
+        try:
+            with open(os.path.join(self.data, "api.log"), errors="replace") as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def admin(self, method, path, body=None, timeout=300):
+        conn = UnixHTTPConnection(self.api_socket, timeout=timeout)
+        try:
+            data = json.dumps(body) if body is not None else None
+            conn.request(method, path, body=data,
+                         headers={"Content-Type": "application/json"} if data else {})
+            resp = conn.getresponse()
+            text = resp.read()
+            return resp.status, (json.loads(text) if text else None)
+        finally:
+            conn.close()
+
+    def crash_api(self):
+        self.api.send_signal(signal.SIGKILL)
+        self.api.wait(timeout=30)
+        self.api = None
+
+    def stop_api(self):
+        if self.api:
+            self.api.send_signal(signal.SIGTERM)
+            try:
+                self.api.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.api.kill()
+                self.api.wait()
+            self.api = None
+
+    def destroy(self):
+        self.stop_api()
+        self.node.destroy()
