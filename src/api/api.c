@@ -276,6 +276,7 @@ int main(int argc, char **argv)
     m.node_socket = arg_node_socket;
     m.tunnel_socket = arg_tunnel_socket;
     m.domain = arg_domain;
+    m.ingress_listen = arg_ingress;
     m.default_timeout_s = arg_default_timeout;
     m.max_timeout_s = 24 * 3600;
     m.max_sandboxes = arg_max_sandboxes;

@@ -51,6 +51,14 @@ void http_templates_list(struct request_ctx *c)
     }
 }
 
+void http_info(struct request_ctx *c)
+{
+    http_util_reply_json(c->req, 200,
+                         json_pack("{s:s, s:s?, s:s?, s:s}", "version", SPACE_VERSION, "ingress",
+                                   c->m->ingress_listen, "domain", c->m->domain, "store",
+                                   store_kind(c->m->store)));
+}
+
 static json_t *key_to_json(const struct store_api_key *k)
 {
     return json_pack("{s:s, s:s, s:s, s:I, s:I}", "id", k->id, "name", k->name, "prefix",

@@ -32,6 +32,7 @@ struct manager {
     const char *node_socket;
     const char *tunnel_socket;
     const char *domain;        /* for E2B `domain` and Host routing; may be NULL */
+    const char *ingress_listen; /* IP:PORT of the sandbox ingress, or NULL */
     int64_t default_timeout_s; /* E2B: 300 */
     int64_t max_timeout_s;
     unsigned max_sandboxes;

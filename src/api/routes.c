@@ -37,6 +37,7 @@ static const struct route {
     { EVHTTP_REQ_GET, "/v1/operations/{id}", http_operation_get, AUTH_KEY, ID_HEX32 },
     { EVHTTP_REQ_POST, "/v1/operations/{id}/wait", http_operation_wait, AUTH_KEY, ID_HEX32 },
     { EVHTTP_REQ_GET, "/v1/templates", http_templates_list, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/v1/info", http_info, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_POST, "/v1/keys", http_keys_create, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_GET, "/v1/keys", http_keys_list, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_DELETE, "/v1/keys/{id}", http_keys_delete, AUTH_KEY, ID_HEX32 },

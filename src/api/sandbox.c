@@ -118,5 +118,8 @@ json_t *sandbox_to_json(const struct store_sandbox *sb)
                           (json_int_t)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb,
                           "created_at", created, "end_at", sb->end_at ? end : "", "metadata",
                           json_from_text(sb->metadata_json), "error", sb->error);
+    if (j && sb->envd_access_token) {
+        json_object_set_new(j, "envd_access_token", json_string(sb->envd_access_token));
+    }
     return j;
 }

@@ -290,6 +290,7 @@ int cmd_sandbox(int argc, char **argv)
     } sub[] = {
         { "create", sandbox_create }, { "ls", sandbox_ls },     { "list", sandbox_ls },
         { "get", sandbox_get },       { "exec", sandbox_exec }, { "kill", sandbox_kill },
+        { "cp", cmd_cp },
     };
     if (argc >= 2) {
         for (size_t i = 0; i < ARRAY_SIZE(sub); i++) {
@@ -298,6 +299,6 @@ int cmd_sandbox(int argc, char **argv)
             }
         }
     }
-    fprintf(stderr, "usage: space sandbox create|ls|get|exec|kill ...\n");
+    fprintf(stderr, "usage: space sandbox create|ls|get|exec|cp|kill ...\n");
     return 2;
 }

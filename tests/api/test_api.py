@@ -198,6 +198,20 @@ def test_cli_over_the_api(plat):
         r = node.cli("sandbox", "exec", sid, "--", "/bin/sh", "-c", "echo $A; exit 4")
         assert (r.returncode, r.stdout) == (4, b"1\n")
         assert sid in node.cli("sandbox", "ls", check=True).stdout.decode()
+        local = os.path.join(plat.data, "payload.bin")
+        payload = bytes(range(256)) * 4096 + b"tail"
+        with open(local, "wb") as f:
+            f.write(payload)
+        node.cli("sandbox", "cp", local, f"{sid}:/home/user/up/payload.bin", check=True)
+        r = node.cli("sandbox", "exec", "--user", "user", sid, "--", "/bin/sh", "-c",
+                     "stat -c '%U %s' /home/user/up/payload.bin")
+        assert r.stdout == f"user {len(payload)}\n".encode()
+        back = os.path.join(plat.data, "back.bin")
+        node.cli("sandbox", "cp", f"{sid}:/home/user/up/payload.bin", back, check=True)
+        with open(back, "rb") as f:
+            assert f.read() == payload
+        r = node.cli("sandbox", "cp", f"{sid}:/nope", back)
+        assert r.returncode == 1 and b"copy failed" in r.stderr
         r = node.cli("keys", "create", "cli-key", check=True)
         assert r.stdout.decode().startswith("e2b_")
         assert b"cli-key" in node.cli("keys", "ls", check=True).stdout
