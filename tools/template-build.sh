@@ -516,6 +516,19 @@ json_field() {
     sed -n "s/^ *\"$2\": *\"\\([^\"]*\\)\".*/\\1/p" "$1" 2>/dev/null | head -n1
 }
 
+# Images are keyed by the agent binary too, so every agent change leaves one
+# (about 300 MB) behind: keep the most recently used few. Published templates
+# are copies, so removing a cache entry never breaks one.
+prune_images() {
+    local keep=$1 n=0 d
+    while IFS= read -r d; do
+        n=$((n + 1))
+        if [ "$n" -gt 4 ] && [ "$d" != "$keep" ]; then
+            rm -rf -- "$d"
+        fi
+    done < <(ls -1dt "$arg_cache"/image/*/ 2>/dev/null | sed 's:/$::' | grep -v '\.tmp$')
+}
+
 publish() {
     local name=$1 kernel_dir=$2 kernel_key=$3 image_dir=$4 image_key=$5 flavour=$6
     local out=$arg_out parent new old='' initrd_line=
@@ -650,9 +663,11 @@ main() {
     idir="$arg_cache/image/$ikey"
     if [ -f "$idir/rootfs.ext4" ]; then
         say "image: cached (key $(short "$ikey"))"
+        touch "$idir"
     else
         image_build "$ikey" "$idir" "$rdir/rootfs.tar"
     fi
+    prune_images "$idir"
 
     publish "$arg_name" "$kdir" "$kkey" "$idir" "$ikey" "$flavour"
     say "done in $((SECONDS - t_start))s"

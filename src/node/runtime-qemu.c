@@ -189,8 +189,10 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
         /* PIT calibration of the TSC is unreliable under TCG: tell the guest the rate. */
         snprintf(tsc_args, sizeof(tsc_args), " tsc_early_khz=%lu tsc=reliable", tsc);
     }
-    /* microvm with acpi=off: QEMU appends virtio_mmio.device= entries itself. */
-    snprintf(machine, sizeof(machine), "microvm,x-option-roms=off,rtc=on,isa-serial=on,acpi=off");
+    /* Our kernel: microvm with acpi=off, QEMU appends virtio_mmio.device= entries itself.
+     * Debian's fallback kernel (with an initrd) finds the devices through ACPI instead. */
+    snprintf(machine, sizeof(machine), "microvm,x-option-roms=off,rtc=on,isa-serial=on%s",
+             cfg->initrd ? "" : ",acpi=off");
     snprintf(memory, sizeof(memory), "%u", cfg->memory_mib);
     snprintf(smp, sizeof(smp), "%u", cfg->vcpus);
     if (snprintf(append, sizeof(append),
@@ -225,6 +227,7 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
         "-drive", drive, "-device", "virtio-blk-device,drive=root",
         "-netdev", netdev, "-device", netdevice,
         "-device", "virtio-rng-device",
+        cfg->initrd ? "-initrd" : NULL, cfg->initrd,
         NULL,
     };
 

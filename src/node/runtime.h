@@ -31,6 +31,8 @@ struct runtime_config {
     const char *id;          /* validated sandbox id */
     const char *dir;         /* the sandbox's private directory (sockets, logs, pidfile) */
     const char *kernel;      /* uncompressed vmlinux (PVH) */
+    const char *initrd;      /* NULL for our own kernel; Debian's fallback kernel needs its
+                                module initramfs and ACPI to find the virtio-mmio devices */
     const char *rootfs;      /* this sandbox's copy-on-write disk */
     const char *netns_path;  /* /run/netns/... the VMM joins; its tap is `tap` */
     const char *tap;

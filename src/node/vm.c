@@ -147,6 +147,7 @@ int vm_save(const struct vm_host *host, const struct vm *vm)
 struct vm_paths {
     char dir[PATH_MAX];
     char kernel[PATH_MAX + 16];
+    char initrd[PATH_MAX + 16];
     char rootfs[PATH_MAX + 16];
     char netns[PATH_MAX];
 };
@@ -171,8 +172,12 @@ static int vm_runtime_config(const struct vm_host *host, const struct vm *vm, st
     }
     snprintf(p->kernel, sizeof(p->kernel), "%s/vmlinux", tdir);
     snprintf(p->rootfs, sizeof(p->rootfs), "%s/rootfs.ext4", p->dir);
+    /* Templates built with Debian's kernel (the fallback) carry an initramfs. */
+    snprintf(p->initrd, sizeof(p->initrd), "%s/initrd.cpio", tdir);
+    bool has_initrd = access(p->initrd, R_OK) == 0;
     *cfg = (struct runtime_config){
         .id = vm->id, .dir = p->dir, .kernel = p->kernel, .rootfs = p->rootfs,
+        .initrd = has_initrd ? p->initrd : NULL,
         .netns_path = p->netns, .tap = NETSLOT_TAP, .mac = NETSLOT_GUEST_MAC,
         .guest_ip = NETSLOT_GUEST_IP, .kernel_args = NETSLOT_KERNEL_IP_ARG,
         .vcpus = vm->vcpus, .memory_mib = vm->memory_mib, .accel = host->accel,

@@ -236,3 +236,22 @@ def test_guest_that_never_becomes_ready_fails_cleanly(tmp_path):
         assert not n.leftovers(), n.leftovers()
     finally:
         n.destroy()
+
+
+def test_debian_kernel_fallback(node):
+    """A template built with Debian's cloud kernel + module initramfs (the fallback flavour)
+    boots through the same node: microvm with ACPI and -initrd instead of acpi=off."""
+    from lib.platform import AGENT, ROOT
+    out = os.path.join(node.data, "templates", "debian")
+    subprocess.run(["bash", os.path.join(ROOT, "tools/template-build.sh"), "--kernel", "debian",
+                    "--recipe", os.path.join(ROOT, "templates/base"), "--agent", AGENT,
+                    "--cache", os.environ.get("SPACE_CACHE_DIR", "/var/cache/space"),
+                    "--out", out, "--name", "debian"], check=True, stdout=subprocess.DEVNULL)
+    sb = node.create(template="debian")
+    try:
+        res = node.exec(sb["id"], "uname", "-r")
+        assert res["stdout"].decode().strip().endswith("-cloud-amd64")
+        assert node.exec(sb["id"], "python3", "-c", "print(1)")["stdout"] == b"1\n"
+    finally:
+        node.kill(sb["id"])
+    assert_gone(node, sb["id"], sb["pid"])
