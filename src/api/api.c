@@ -28,6 +28,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
+#include "basic/socket-util.h"
 
 static const char *arg_data_dir = "/var/lib/space";
 static const char *arg_store = NULL;
@@ -129,45 +130,6 @@ static int parse_args(int argc, char **argv)
         }
     }
     return 1;
-}
-
-static int listen_unix(const char *path)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    int fd, r;
-
-    if (strlen(path) >= sizeof(sa.sun_path)) {
-        return -ENAMETOOLONG;
-    }
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        return -errno;
-    }
-    (void)unlink(path);
-    mode_t old = umask(0077); /* the admin socket is its owner's alone */
-    r = NERRNO(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
-    umask(old);
-    if (r >= 0) {
-        r = NERRNO(listen(fd, 128));
-    }
-    if (r < 0) {
-        close_safe(fd);
-        return r;
-    }
-    return fd;
-}
-
-static int split_host_port(const char *s, char *ip, size_t n, uint16_t *port)
-{
-    const char *colon = strrchr(s, ':');
-    uint32_t p;
-    if (!colon || (size_t)(colon - s) >= n || parse_u32(colon + 1, &p) < 0 || p > 65535) {
-        return -EINVAL;
-    }
-    snprintf(ip, n, "%.*s", (int)(colon - s), s);
-    *port = (uint16_t)p;
-    return 0;
 }
 
 /* The single-host on-ramp: one API key written where `space up` can print it. */
@@ -287,18 +249,19 @@ int main(int argc, char **argv)
     }
     routes_register(&m);
 
-    if (split_host_port(arg_listen, ip, sizeof(ip), &port) < 0 ||
+    if (socket_parse_ip_port(arg_listen, ip, sizeof(ip), &port) < 0 ||
         !evhttp_bind_socket_with_handle(m.http, ip, port)) {
         r = log_error_errno(-EADDRINUSE, "cannot listen on '%s'", arg_listen);
         goto out;
     }
-    fd = listen_unix(arg_socket);
+    /* The admin socket is its owner's alone: it needs no API key. */
+    fd = socket_listen_unix(arg_socket, 0600);
     if (fd < 0 || !evhttp_accept_socket_with_handle(m.admin_http, fd)) {
         r = log_error_errno(fd < 0 ? fd : -EIO, "cannot listen on '%s': %m", arg_socket);
         goto out;
     }
     if (arg_ingress) {
-        if (split_host_port(arg_ingress, ip, sizeof(ip), &port) < 0) {
+        if (socket_parse_ip_port(arg_ingress, ip, sizeof(ip), &port) < 0) {
             r = log_error_errno(-EINVAL, "invalid --ingress '%s'", arg_ingress);
             goto out;
         }

@@ -18,7 +18,7 @@
 #include "basic/fd-util.h"
 #include "basic/fileio.h"
 #include "basic/macro.h"
-#include "basic/parse-util.h"
+#include "basic/socket-util.h"
 #include "basic/strbuf.h"
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -115,14 +115,12 @@ int cmd_cp(int argc, char **argv)
     }
     const char *ingress = json_string_value(json_object_get(info, "ingress"));
     const char *token = json_string_value(json_object_get(sb, "envd_access_token"));
-    const char *colon = ingress ? strrchr(ingress, ':') : NULL;
-    uint32_t port;
-    if (!colon || (size_t)(colon - ingress) >= sizeof(ip) || parse_u32(colon + 1, &port) < 0) {
+    uint16_t port;
+    if (!ingress || socket_parse_ip_port(ingress, ip, sizeof(ip), &port) < 0) {
         fprintf(stderr, "space: the platform has no sandbox ingress configured\n");
         r = 1;
         goto out;
     }
-    snprintf(ip, sizeof(ip), "%.*s", (int)(colon - ingress), ingress);
     strbuf_appends(&target, "/files?path=");
     query_escape(&target, path);
     strbuf_appends(&target, "&username=");
@@ -134,7 +132,7 @@ int cmd_cp(int argc, char **argv)
     snprintf(hdr_token, sizeof(hdr_token), "X-Access-Token: %s", token ? token : "");
     const char *headers[] = { hdr_id, "E2b-Sandbox-Port: 49983", hdr_token,
                               "Content-Type: application/octet-stream", NULL };
-    r = http_connect_tcp(ip, (uint16_t)port, 5 * USEC_PER_SEC, &fd);
+    r = http_connect_tcp(ip, port, 5 * USEC_PER_SEC, &fd);
     if (r < 0) {
         fprintf(stderr, "space: cannot reach the ingress at %s: %s\n", ingress, strerror(-r));
         r = 1;

@@ -25,6 +25,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
+#include "basic/socket-util.h"
 #include "node/clone.h"
 #include "node/manager.h"
 #include "node/tunnel.h"
@@ -117,41 +118,6 @@ static int parse_args(int argc, char **argv)
         }
     }
     return 1;
-}
-
-static int listen_unix(const char *path)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    char dir[PATH_MAX];
-    int fd, r;
-
-    if (strlen(path) >= sizeof(sa.sun_path)) {
-        return -ENAMETOOLONG;
-    }
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        (void)mkdir_p(dir, 0755);
-    }
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        return -errno;
-    }
-    (void)unlink(path);
-    /* Root only for now: the socket is the node's whole authority. */
-    mode_t old = umask(0077);
-    r = NERRNO(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
-    umask(old);
-    if (r >= 0) {
-        r = NERRNO(listen(fd, 128));
-    }
-    if (r < 0) {
-        close_safe(fd);
-        return r;
-    }
-    return fd;
 }
 
 /*
@@ -257,22 +223,20 @@ int main(int argc, char **argv)
     }
     m->max_sandboxes = arg_max_sandboxes;
 
-    fd = listen_unix(arg_socket);
+    /* Root only: the socket is the node's whole authority. */
+    fd = socket_listen_unix(arg_socket, 0600);
     if (fd < 0 || !evhttp_accept_socket_with_handle(m->http, fd)) {
         r = log_error_errno(fd < 0 ? fd : -EIO, "cannot listen on '%s': %m", arg_socket);
         goto out;
     }
     if (arg_listen) {
         char ip[64];
-        uint32_t port;
-        const char *colon = strrchr(arg_listen, ':');
-        if (!colon || (size_t)(colon - arg_listen) >= sizeof(ip) ||
-            parse_u32(colon + 1, &port) < 0 || port > 65535) {
+        uint16_t port;
+        if (socket_parse_ip_port(arg_listen, ip, sizeof(ip), &port) < 0) {
             r = log_error_errno(-EINVAL, "invalid --listen '%s'", arg_listen);
             goto out;
         }
-        snprintf(ip, sizeof(ip), "%.*s", (int)(colon - arg_listen), arg_listen);
-        if (!evhttp_bind_socket_with_handle(m->http, ip, (uint16_t)port)) {
+        if (!evhttp_bind_socket_with_handle(m->http, ip, port)) {
             r = log_error_errno(-EADDRINUSE, "cannot listen on '%s'", arg_listen);
             goto out;
         }

@@ -63,6 +63,7 @@
 #include "basic/fileio.h"
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "basic/socket-util.h"
 #include "basic/parse-util.h"
 #include "node/manager.h"
 #include "node/netslot.h"
@@ -625,9 +626,8 @@ size_t tunnel_count(const struct tunnel *t)
 
 int tunnel_new(struct manager *m, const char *path, struct tunnel **ret)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct sockaddr_un sa;
     struct timeval sweep = { TUNNEL_SWEEP_SEC, 0 };
-    char dir[PATH_MAX];
     struct tunnel *t = NULL;
     bool bound = false;
     int fd = -EBADF;
@@ -646,44 +646,26 @@ int tunnel_new(struct manager *m, const char *path, struct tunnel **ret)
     }
     *t = (struct tunnel){ .m = m, .self_netns = -EBADF };
     memcpy(t->path, path, strlen(path) + 1);
-    memcpy(sa.sun_path, path, strlen(path) + 1);
 
     t->self_netns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     if (t->self_netns < 0) {
         r = -errno;
         goto fail;
     }
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        (void)mkdir_p(dir, 0755);
-    }
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    /* 0660: a later unprivileged space-api in the node's group may connect. */
+    fd = socket_listen_unix(path, 0660);
     if (fd < 0) {
-        r = -errno;
-        goto fail;
-    }
-    (void)unlink(path);
-    /* Connecting needs write permission on the socket: until the chmod only root can. */
-    r = NERRNO(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
-    if (r < 0) {
+        r = fd;
         goto fail;
     }
     bound = true;
     struct stat st;
     r = NERRNO(stat(path, &st));
-    if (r >= 0) {
-        t->dev = st.st_dev;
-        t->ino = st.st_ino;
-        r = NERRNO(chmod(path, 0660));
-    }
-    if (r >= 0) {
-        r = NERRNO(listen(fd, 128));
-    }
     if (r < 0) {
         goto fail;
     }
+    t->dev = st.st_dev;
+    t->ino = st.st_ino;
     t->listener = evconnlistener_new(m->base, accept_cb, t,
                                      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
     if (!t->listener) {
