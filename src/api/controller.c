@@ -273,7 +273,11 @@ void controller_kick(struct manager *m)
             continue;
         }
         int r = op_start(m, &ops[i]);
-        if (r < 0) {
+        if (r == -ENOENT && ops[i].id) {
+            /* Its sandbox row is gone: the operation can never run; end it instead of
+             * retrying it on every tick. */
+            op_finish(m, &ops[i], r, "sandbox no longer exists", 404, NULL);
+        } else if (r < 0) {
             log_warning_errno(r, "cannot start operation %s: %m", ops[i].id ? ops[i].id : "?");
         }
     }
