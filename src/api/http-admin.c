@@ -1,5 +1,6 @@
 /* Native v1: templates (from the node) and API keys. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/auth.h"
@@ -12,6 +13,7 @@
 struct templates_job {
     struct evhttp_request *req;
     char *node_socket;
+    char name[64]; /* build: the template; list: "" */
     json_t *res;
     int status, r;
 };
@@ -19,7 +21,12 @@ struct templates_job {
 static void templates_work(void *p)
 {
     struct templates_job *j = p;
-    j->r = node_client_call(j->node_socket, "GET", "/v1/templates", NULL, &j->status, &j->res);
+    if (j->name[0]) {
+        j->r = node_client_build_template(j->node_socket, j->name, &j->status, &j->res);
+    } else {
+        j->r = node_client_call(j->node_socket, "GET", "/v1/templates", NULL, &j->status,
+                                &j->res);
+    }
 }
 
 static void templates_done(void *p)
@@ -35,7 +42,7 @@ static void templates_done(void *p)
     free(j);
 }
 
-void http_templates_list(struct request_ctx *c)
+static void templates_relay(struct request_ctx *c, const char *build_name)
 {
     struct templates_job *j = calloc(1, sizeof(*j));
     if (!j || !(j->node_socket = strdup(c->m->node_socket))) {
@@ -44,6 +51,7 @@ void http_templates_list(struct request_ctx *c)
         return;
     }
     j->req = c->req;
+    snprintf(j->name, sizeof(j->name), "%s", build_name ? build_name : "");
     if (event_util_run_job(c->m->base, &c->m->jobs, templates_work, templates_done, j) < 0) {
         free(j->node_socket);
         free(j);
@@ -57,6 +65,16 @@ void http_info(struct request_ctx *c)
                          json_pack("{s:s, s:s?, s:s?, s:s}", "version", SPACE_VERSION, "ingress",
                                    c->m->ingress_listen, "domain", c->m->domain, "store",
                                    store_kind(c->m->store)));
+}
+
+void http_templates_list(struct request_ctx *c)
+{
+    templates_relay(c, NULL);
+}
+
+void http_template_build(struct request_ctx *c)
+{
+    templates_relay(c, c->id);
 }
 
 static json_t *key_to_json(const struct store_api_key *k)

@@ -19,6 +19,16 @@ int node_client_call(const char *node_socket, const char *method, const char *pa
                                  ret_status, ret_body);
 }
 
+int node_client_build_template(const char *node_socket, const char *name, int *ret_status,
+                               json_t **ret_body)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/v1/templates/%s/build", name);
+    /* A first kernel build takes minutes on small hosts. */
+    return http_client_unix_json(node_socket, "POST", path, NULL, 3600 * USEC_PER_SEC,
+                                 NODE_MAX_RESPONSE, ret_status, ret_body);
+}
+
 static char *error_message(json_t *res, int status)
 {
     const char *msg = json_string_value(json_object_get(res, "message"));

@@ -18,7 +18,7 @@
 #include "shared/sandbox-id.h"
 
 enum route_auth { AUTH_NONE, AUTH_KEY };
-enum route_id { ID_NONE, ID_SANDBOX, ID_HEX32 };
+enum route_id { ID_NONE, ID_SANDBOX, ID_HEX32, ID_TEMPLATE };
 
 static const struct route {
     enum evhttp_cmd_type method;
@@ -37,6 +37,7 @@ static const struct route {
     { EVHTTP_REQ_GET, "/v1/operations/{id}", http_operation_get, AUTH_KEY, ID_HEX32 },
     { EVHTTP_REQ_POST, "/v1/operations/{id}/wait", http_operation_wait, AUTH_KEY, ID_HEX32 },
     { EVHTTP_REQ_GET, "/v1/templates", http_templates_list, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_POST, "/v1/templates/{id}/build", http_template_build, AUTH_KEY, ID_TEMPLATE },
     { EVHTTP_REQ_GET, "/v1/info", http_info, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_POST, "/v1/keys", http_keys_create, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_GET, "/v1/keys", http_keys_list, AUTH_KEY, ID_NONE },
@@ -193,6 +194,10 @@ static void dispatch(struct evhttp_request *req, void *userdata)
         }
         if (r->id == ID_SANDBOX && !sandbox_id_is_valid(id)) {
             http_util_reply_error(req, 400, "invalid sandbox id '%s'", id);
+            return;
+        }
+        if (r->id == ID_TEMPLATE && !template_name_is_valid(id)) {
+            http_util_reply_error(req, 400, "invalid template name '%s'", id);
             return;
         }
         if (r->id == ID_HEX32 && !is_hex32(id)) {

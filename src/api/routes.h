@@ -33,6 +33,7 @@ void http_operation_get(struct request_ctx *c);
 void http_operation_wait(struct request_ctx *c);
 void http_templates_list(struct request_ctx *c);
 void http_info(struct request_ctx *c);
+void http_template_build(struct request_ctx *c);
 void http_keys_create(struct request_ctx *c);
 void http_keys_list(struct request_ctx *c);
 void http_keys_delete(struct request_ctx *c);

@@ -221,8 +221,13 @@ int cmd_up(int argc, char **argv)
         if (template_build("base") != 0) {
             return 1;
         }
+        char share[PATH_MAX], agent[PATH_MAX];
+        bool builds = client_find_share(share, sizeof(share)) >= 0 &&
+                      client_find_agent(agent, sizeof(agent)) >= 0;
         const char *nargv[] = { node, "--data-dir", client_data_dir(), "--socket", node_socket(),
-                                "--tunnel-socket", tunnel_socket(), "--accel", accel, NULL };
+                                "--tunnel-socket", tunnel_socket(), "--accel", accel,
+                                "--cache-dir", env_or("SPACE_CACHE_DIR", "/var/cache/space"),
+                                builds ? "--share-dir" : NULL, share, "--agent", agent, NULL };
         if (!healthy(node_socket()) && start_daemon("node", nargv, node_socket()) < 0) {
             return 1;
         }

@@ -4,6 +4,7 @@
  *
  *   GET    /health                        node status, accelerator
  *   GET    /v1/templates                  built templates
+ *   POST   /v1/templates/{name}/build     build (or confirm cached) from the recipe -> template
  *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?} -> 201 sandbox
  *                                         (200 when `id` already runs here: idempotent)
  *   GET    /v1/sandboxes                  {sandboxes: [...]}
@@ -24,6 +25,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "basic/base64.h"
 #include "basic/fileio.h"
@@ -32,6 +34,7 @@
 #include "node/manager.h"
 #include "shared/http-util.h"
 #include "shared/sandbox-id.h"
+#include "shared/spawn.h"
 
 #define HTTP_MAX_BODY (1u << 20)
 #define MAX_VCPUS 16
@@ -93,6 +96,88 @@ static void handle_templates(struct manager *m, struct evhttp_request *req)
         closedir(d);
     }
     http_util_reply_json(req, 200, json_pack("{s:o}", "templates", list));
+}
+
+/* ---- POST /v1/templates/{name}/build ---- */
+
+struct build_job {
+    struct manager *m;
+    struct evhttp_request *req;
+    char name[64];
+    char *output;
+    int r;
+};
+
+static void build_work(void *p)
+{
+    struct build_job *j = p;
+    char script[PATH_MAX], recipe[PATH_MAX], out[PATH_MAX];
+
+    snprintf(script, sizeof(script), "%s/tools/template-build.sh", j->m->share_dir);
+    snprintf(recipe, sizeof(recipe), "%s/templates/%s", j->m->share_dir, j->name);
+    snprintf(out, sizeof(out), "%s/templates/%s", j->m->host.data_dir, j->name);
+    const char *argv[] = { "bash", script, "--recipe", recipe, "--agent", j->m->agent_path,
+                           "--cache", j->m->cache_dir, "--out", out, NULL };
+    /* Kernel builds take minutes: this worker just waits; the loop stays free. */
+    j->r = spawn_run(argv, -1, NULL, &j->output, 64 * 1024);
+}
+
+static void build_done(void *p)
+{
+    struct build_job *j = p;
+    char tdir[PATH_MAX], file[PATH_MAX + 32], *text = NULL;
+    json_error_t err;
+    json_t *t = NULL;
+
+    if (j->r == 0 && vm_template_dir(&j->m->host, j->name, tdir, sizeof(tdir)) >= 0) {
+        snprintf(file, sizeof(file), "%s/template.json", tdir);
+        if (read_file(file, 1 << 16, &text, NULL) >= 0) {
+            t = json_loads(text, 0, &err);
+        }
+    }
+    if (t) {
+        log_info("template '%s' built", j->name);
+        http_util_reply_json(j->req, 200, t);
+    } else {
+        const char *o = j->output ? j->output : "";
+        size_t n = strlen(o);
+        http_util_reply_error(j->req, 500, "template build of '%s' failed: %s", j->name,
+                              n > 2000 ? o + n - 2000 : o);
+    }
+    free(text);
+    free(j->output);
+    free(j);
+}
+
+static void handle_template_build(struct manager *m, struct evhttp_request *req, const char *name)
+{
+    char recipe[PATH_MAX];
+    struct build_job *j;
+
+    if (!template_name_is_valid(name)) {
+        http_util_reply_error(req, 400, "invalid template name '%s'", name);
+        return;
+    }
+    if (!m->share_dir || !m->agent_path) {
+        http_util_reply_error(req, 501, "this node was started without --share-dir/--agent");
+        return;
+    }
+    snprintf(recipe, sizeof(recipe), "%s/templates/%s", m->share_dir, name);
+    if (access(recipe, R_OK) < 0) {
+        http_util_reply_error(req, 404, "no recipe for template '%s'", name);
+        return;
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        http_util_reply_error(req, 500, "out of memory");
+        return;
+    }
+    *j = (struct build_job){ .m = m, .req = req };
+    snprintf(j->name, sizeof(j->name), "%s", name);
+    if (manager_run_job(m, build_work, build_done, j) < 0) {
+        free(j);
+        http_util_reply_error(req, 500, "cannot start worker");
+    }
 }
 
 /* ---- POST /v1/sandboxes ---- */
@@ -512,6 +597,15 @@ static void dispatch(struct evhttp_request *req, void *userdata)
     if (strcmp(path, "/v1/templates") == 0 && method == EVHTTP_REQ_GET) {
         handle_templates(m, req);
         return;
+    }
+    if (strncmp(path, "/v1/templates/", 14) == 0 && method == EVHTTP_REQ_POST) {
+        char name[64];
+        const char *end = strstr(path + 14, "/build");
+        if (end && strcmp(end, "/build") == 0 && (size_t)(end - (path + 14)) < sizeof(name)) {
+            snprintf(name, sizeof(name), "%.*s", (int)(end - (path + 14)), path + 14);
+            handle_template_build(m, req, name);
+            return;
+        }
     }
     if (strcmp(path, "/v1/sandboxes") == 0) {
         if (method == EVHTTP_REQ_POST) {

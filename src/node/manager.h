@@ -19,6 +19,9 @@ struct manager {
     unsigned max_sandboxes;
     unsigned default_vcpus, default_memory_mib;
     unsigned jobs_running;
+    const char *share_dir;   /* template recipes + tools/template-build.sh; NULL: no builds */
+    const char *agent_path;  /* the space-agent binary templates get */
+    const char *cache_dir;   /* template build cache */
     bool stopping;
 };
 

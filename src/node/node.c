@@ -38,6 +38,9 @@ static const char *arg_runtime = "qemu";
 static enum runtime_accel arg_accel = RUNTIME_ACCEL_AUTO;
 static usec_t arg_ready_timeout = 60 * USEC_PER_SEC;
 static unsigned arg_max_sandboxes = 64;
+static const char *arg_share_dir = NULL;
+static const char *arg_agent = NULL;
+static const char *arg_cache_dir = "/var/cache/space";
 
 static void help(void)
 {
@@ -50,6 +53,9 @@ static void help(void)
            "  --accel auto|kvm|tcg  force the accelerator (default: probe)\n"
            "  --ready-timeout SEC   guest boot deadline (default 60)\n"
            "  --max-sandboxes N     capacity of this node (default 64)\n"
+           "  --share-dir DIR       template recipes and tools/ (enables template builds)\n"
+           "  --agent PATH          the space-agent binary templates get\n"
+           "  --cache-dir DIR       template build cache (default /var/cache/space)\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
            arg_data_dir, arg_socket);
 }
@@ -64,6 +70,9 @@ static int parse_args(int argc, char **argv)
         { "accel", required_argument, NULL, 'a' },
         { "ready-timeout", required_argument, NULL, 'r' },
         { "max-sandboxes", required_argument, NULL, 'm' },
+        { "share-dir", required_argument, NULL, 'S' },
+        { "agent", required_argument, NULL, 'A' },
+        { "cache-dir", required_argument, NULL, 'C' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -102,6 +111,15 @@ static int parse_args(int argc, char **argv)
             if (parse_u32(optarg, &arg_max_sandboxes) < 0) {
                 return log_error_errno(-EINVAL, "invalid --max-sandboxes '%s'", optarg);
             }
+            break;
+        case 'S':
+            arg_share_dir = optarg;
+            break;
+        case 'A':
+            arg_agent = optarg;
+            break;
+        case 'C':
+            arg_cache_dir = optarg;
             break;
         case 'L':
             r = log_level_from_string(optarg);
@@ -222,6 +240,9 @@ int main(int argc, char **argv)
         goto out;
     }
     m->max_sandboxes = arg_max_sandboxes;
+    m->share_dir = arg_share_dir;
+    m->agent_path = arg_agent;
+    m->cache_dir = arg_cache_dir;
 
     /* Root only: the socket is the node's whole authority. */
     fd = socket_listen_unix(arg_socket, 0600);

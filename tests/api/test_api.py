@@ -261,3 +261,15 @@ def test_capacity_is_a_clear_429():
         e2b(p, "DELETE", f"/sandboxes/{r.json()['sandboxID']}")
     finally:
         p.destroy()
+
+
+def test_template_build_through_the_api(plat):
+    status, res = plat.admin("POST", "/v1/templates/base/build")
+    assert status == 200, res
+    assert res["name"] == "base" and res["kernel"] == "vmlinux"
+    r = e2b(plat, "POST", "/v1/templates/nope/build")
+    assert r.status_code == 404 and r.json()["code"] == 404
+    r = e2b(plat, "POST", "/v1/templates/..%2Fetc/build")
+    assert r.status_code in (400, 404)
+    status, res = plat.admin("GET", "/v1/templates")
+    assert "base" in [t["name"] for t in res["templates"]]

@@ -197,7 +197,8 @@ class Platform:
     """
 
     def __init__(self, name="platform", store=None, api_args=(), node_args=()):
-        self.node = Node(name, extra_args=["--tunnel-socket", "PLACEHOLDER", *node_args])
+        self.node = Node(name, extra_args=["--tunnel-socket", "PLACEHOLDER", "--share-dir", ROOT,
+                                           "--agent", AGENT, *node_args])
         self.data = self.node.data
         base = os.path.basename(self.data)
         self.api_socket = f"/run/space/{base}-api.sock"
