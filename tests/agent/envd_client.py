@@ -98,10 +98,13 @@ class ProcessResult:
 
 
 class Envd:
-    def __init__(self, base_url, token=None):
+    """headers: sent with every request (the ingress's E2b-Sandbox-Id/-Port for a guest)."""
+
+    def __init__(self, base_url, token=None, headers=None):
         self.base = base_url.rstrip("/")
         self.token = token
         self.session = requests.Session()
+        self.session.headers.update(headers or {})
 
     def headers(self, user=None, extra=None):
         h = {"Connect-Protocol-Version": "1"}

@@ -1,12 +1,15 @@
-// Drives space-agent with the real E2B JS SDK (debug mode: no control plane;
-// E2B_SANDBOX_URL points at the agent). Prints one "ok <name>" line per
-// check and exits non-zero on the first failure. Run by test_sdk.py.
+// Drives space-agent with the real E2B JS SDK. Without E2B_API_KEY: debug mode, no
+// control plane, E2B_SANDBOX_URL points at the agent. With it: a real sandbox made
+// through space-api, its agent reached through the ingress. Prints one "ok <name>"
+// line per check and exits non-zero on the first failure. Run by test_sdk.py.
 import assert from 'node:assert/strict'
 import { Sandbox, CommandExitError, NotFoundError } from 'e2b'
 
 const dir = process.argv[2]
-const sbx = await Sandbox.create({ debug: true })
+const debug = !process.env.E2B_API_KEY
+const sbx = debug ? await Sandbox.create({ debug: true }) : await Sandbox.create('base')
 const ok = (name) => console.log(`ok ${name}`)
+await sbx.commands.run(`mkdir -p ${dir}`)
 
 let r = await sbx.commands.run('echo hello; echo err >&2', { envs: { A: '1' } })
 assert.equal(r.stdout, 'hello\n')
@@ -93,4 +96,5 @@ ok('watchDir')
 
 assert.equal(await sbx.isRunning(), true)
 ok('isRunning')
+if (!debug) await sbx.kill()
 console.log('sdk smoke passed')

@@ -1,6 +1,5 @@
 """filesystem.Filesystem over Connect JSON (e2b-compat.md §6.4)."""
 import os
-import pwd
 import time
 
 import pytest
@@ -9,14 +8,14 @@ from conftest import wait_for
 
 
 @pytest.fixture
-def tree(tmp_path):
-    (tmp_path / "b.txt").write_bytes(b"hello")
-    (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "inner.txt").write_bytes(b"x" * 10)
-    (tmp_path / "a" / "deep").mkdir()
-    (tmp_path / "a" / "deep" / "z").write_bytes(b"")
-    os.symlink("b.txt", tmp_path / "link")
-    return tmp_path
+def tree(fs, tmp):
+    fs.write(tmp / "b.txt", b"hello")
+    fs.mkdir(tmp / "a")
+    fs.write(tmp / "a" / "inner.txt", b"x" * 10)
+    fs.mkdir(tmp / "a" / "deep")
+    fs.write(tmp / "a" / "deep" / "z", b"")
+    fs.symlink("b.txt", tmp / "link")
+    return tmp
 
 
 def test_stat(envd, tree):
@@ -45,11 +44,11 @@ def test_stat_missing_is_not_found(envd, tree):
     assert body["code"] == "not_found"
 
 
-def test_relative_path_resolves_to_home(envd):
+def test_relative_path_resolves_to_home(agent, envd):
     code, body = envd.unary("filesystem.Filesystem/Stat", {"path": ""})
-    assert code == 200 and body["entry"]["path"] == "/root"
+    assert code == 200 and body["entry"]["path"] == agent.home
     code, body = envd.unary("filesystem.Filesystem/Stat", {"path": "~"})
-    assert body["entry"]["path"] == "/root"
+    assert body["entry"]["path"] == agent.home
 
 
 def test_list_dir(envd, tree):
@@ -69,53 +68,53 @@ def test_list_dir(envd, tree):
     assert code == 404 and body["code"] == "not_found"
 
 
-def test_make_dir(envd, tmp_path):
-    target = tmp_path / "x" / "y"
+def test_make_dir(envd, fs, tmp):
+    target = tmp / "x" / "y"
     code, body = envd.unary("filesystem.Filesystem/MakeDir", {"path": str(target)})
     assert code == 200
     assert body["entry"] == {"name": "y", "type": "FILE_TYPE_DIRECTORY", "path": str(target)}
-    assert target.is_dir()
+    assert fs.is_dir(target)
     code, body = envd.unary("filesystem.Filesystem/MakeDir", {"path": str(target)})
     assert code == 409 and body["code"] == "already_exists"
-    (tmp_path / "f").write_text("")
-    code, body = envd.unary("filesystem.Filesystem/MakeDir", {"path": str(tmp_path / "f")})
+    fs.write(tmp / "f", "")
+    code, body = envd.unary("filesystem.Filesystem/MakeDir", {"path": str(tmp / "f")})
     assert code == 400 and body["code"] == "invalid_argument"
 
 
-def test_make_dir_owned_by_user(envd, tmp_path):
-    os.chmod(tmp_path, 0o755)
-    target = tmp_path / "n1" / "n2"
+def test_make_dir_owned_by_user(envd, fs, tmp):
+    fs.chmod(tmp, 0o755)
+    target = tmp / "n1" / "n2"
     code, _ = envd.unary("filesystem.Filesystem/MakeDir", {"path": str(target)}, user="nobody")
     assert code == 200
-    nobody = pwd.getpwnam("nobody")
-    assert os.stat(target).st_uid == nobody.pw_uid
-    assert os.stat(tmp_path / "n1").st_uid == nobody.pw_uid
-    assert os.stat(tmp_path).st_uid == 0
+    nobody = fs.user_uid("nobody")
+    assert fs.uid(target) == nobody
+    assert fs.uid(tmp / "n1") == nobody
+    assert fs.uid(tmp) == 0
     code, body = envd.unary("filesystem.Filesystem/MakeDir", {"path": "x"}, user="ghost-user-x")
     assert code == 401 and body["code"] == "unauthenticated"
 
 
-def test_move(envd, tree):
+def test_move(envd, fs, tree):
     dst = tree / "new" / "dir" / "moved.txt"
     code, body = envd.unary("filesystem.Filesystem/Move",
                             {"source": str(tree / "b.txt"), "destination": str(dst)})
     assert code == 200
     assert body["entry"]["path"] == str(dst)
-    assert dst.read_bytes() == b"hello"
+    assert fs.read(dst) == b"hello"
     code, body = envd.unary("filesystem.Filesystem/Move",
                             {"source": str(tree / "b.txt"), "destination": str(dst)})
     assert code == 404 and body["code"] == "not_found"
 
 
-def test_remove(envd, tree):
+def test_remove(envd, fs, tree):
     code, body = envd.unary("filesystem.Filesystem/Remove", {"path": str(tree / "a")})
     assert (code, body) == (200, {})
-    assert not (tree / "a").exists()
+    assert not fs.exists(tree / "a")
     code, body = envd.unary("filesystem.Filesystem/Remove", {"path": str(tree / "a")})
     assert code == 200
     code, body = envd.unary("filesystem.Filesystem/Remove", {"path": str(tree / "link")})
     assert code == 200
-    assert (tree / "b.txt").exists()
+    assert fs.exists(tree / "b.txt")
 
 
 def test_bad_requests(envd):
@@ -137,73 +136,73 @@ def fs_events(stream, n, timeout=10):
     return events
 
 
-def test_watch_dir(envd, tmp_path):
-    s = envd.stream("filesystem.Filesystem/WatchDir", {"path": str(tmp_path)})
+def test_watch_dir(envd, fs, tmp):
+    s = envd.stream("filesystem.Filesystem/WatchDir", {"path": str(tmp)})
     assert next(s) == {"start": {}}
-    (tmp_path / "new.txt").write_text("data")
+    fs.write(tmp / "new.txt", "data")
     evs = fs_events(s, 2)
     assert evs[0] == {"name": "new.txt", "type": "EVENT_TYPE_CREATE"}
     assert evs[1] == {"name": "new.txt", "type": "EVENT_TYPE_WRITE"}
-    os.unlink(tmp_path / "new.txt")
+    fs.unlink(tmp / "new.txt")
     evs = fs_events(s, 1)
     assert evs[0] == {"name": "new.txt", "type": "EVENT_TYPE_REMOVE"}
-    os.mkdir(tmp_path / "sub")
+    fs.mkdir(tmp / "sub")
     assert fs_events(s, 1)[0] == {"name": "sub", "type": "EVENT_TYPE_CREATE"}
-    (tmp_path / "sub" / "f").write_text("x")   # not recursive: no event for it
-    os.rename(tmp_path / "sub", tmp_path / "sub2")
+    fs.write(tmp / "sub" / "f", "x")   # not recursive: no event for it
+    fs.rename(tmp / "sub", tmp / "sub2")
     evs = fs_events(s, 2)
     assert evs == [{"name": "sub", "type": "EVENT_TYPE_RENAME"},
                    {"name": "sub2", "type": "EVENT_TYPE_CREATE"}]
     s.close()
 
 
-def test_watch_dir_recursive_with_entry(envd, tmp_path):
-    (tmp_path / "pre").mkdir()
+def test_watch_dir_recursive_with_entry(envd, fs, tmp):
+    fs.mkdir(tmp / "pre")
     s = envd.stream("filesystem.Filesystem/WatchDir",
-                    {"path": str(tmp_path), "recursive": True, "includeEntry": True})
+                    {"path": str(tmp), "recursive": True, "includeEntry": True})
     assert next(s) == {"start": {}}
-    (tmp_path / "pre" / "a.txt").write_text("1")
+    fs.write(tmp / "pre" / "a.txt", "1")
     evs = fs_events(s, 2)
     assert evs[0]["name"] == "pre/a.txt" and evs[0]["type"] == "EVENT_TYPE_CREATE"
-    assert evs[0]["entry"]["path"] == str(tmp_path / "pre" / "a.txt")
-    os.mkdir(tmp_path / "later")
+    assert evs[0]["entry"]["path"] == str(tmp / "pre" / "a.txt")
+    fs.mkdir(tmp / "later")
     fs_events(s, 1)
     time.sleep(0.2)
-    (tmp_path / "later" / "b").write_text("2")
+    fs.write(tmp / "later" / "b", "2")
     evs = fs_events(s, 2)
     assert [e["name"] for e in evs] == ["later/b", "later/b"]
-    os.chmod(tmp_path / "later" / "b", 0o600)
+    fs.chmod(tmp / "later" / "b", 0o600)
     evs = fs_events(s, 1)
     assert evs[0]["type"] == "EVENT_TYPE_CHMOD"
     assert evs[0]["entry"]["mode"] == 0o600
     s.close()
 
 
-def test_watch_dir_errors(envd, tmp_path):
-    s = envd.stream("filesystem.Filesystem/WatchDir", {"path": str(tmp_path / "missing")})
+def test_watch_dir_errors(envd, fs, tmp):
+    s = envd.stream("filesystem.Filesystem/WatchDir", {"path": str(tmp / "missing")})
     assert list(s) == []
     assert s.error()[0] == "not_found"
-    (tmp_path / "f").write_text("")
-    s = envd.stream("filesystem.Filesystem/WatchDir", {"path": str(tmp_path / "f")})
+    fs.write(tmp / "f", "")
+    s = envd.stream("filesystem.Filesystem/WatchDir", {"path": str(tmp / "f")})
     assert list(s) == []
     assert s.error()[0] == "invalid_argument"
 
 
-def test_watch_dir_deadline(envd, tmp_path):
-    s = envd.stream("filesystem.Filesystem/WatchDir", {"path": str(tmp_path)},
+def test_watch_dir_deadline(envd, tmp):
+    s = envd.stream("filesystem.Filesystem/WatchDir", {"path": str(tmp)},
                     headers={"Connect-Timeout-Ms": "300"})
     msgs = list(s)
     assert msgs == [{"start": {}}]
     assert s.error()[0] == "deadline_exceeded"
 
 
-def test_polled_watcher(envd, tmp_path):
+def test_polled_watcher(envd, fs, tmp):
     code, body = envd.unary("filesystem.Filesystem/CreateWatcher",
-                            {"path": str(tmp_path), "recursive": False})
+                            {"path": str(tmp), "recursive": False})
     assert code == 200
     wid = body["watcherId"]
     assert wid.startswith("w")
-    (tmp_path / "p.txt").write_text("x")
+    fs.write(tmp / "p.txt", "x")
 
     def got():
         code, body = envd.unary("filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})

@@ -2,13 +2,10 @@
 import base64
 import gzip
 import hashlib
-import json
 import os
-import pwd
 import time
 import urllib.parse
-
-import requests
+from pathlib import PurePosixPath
 
 from envd_client import Envd
 
@@ -17,14 +14,14 @@ def files_url(agent, **params):
     return agent.url + "/files?" + urllib.parse.urlencode(params)
 
 
-def test_upload_single_and_download(agent, tmp_path):
-    target = tmp_path / "sub" / "dir" / "hello.txt"
-    r = requests.post(files_url(agent, path=str(target)),
+def test_upload_single_and_download(agent, fs, tmp):
+    target = tmp / "sub" / "dir" / "hello.txt"
+    r = agent.http.post(files_url(agent, path=str(target)),
                       files={"file": ("ignored.txt", b"hello world\n")})
     assert r.status_code == 200, r.text
     assert r.json() == [{"name": "hello.txt", "path": str(target), "type": "file"}]
-    assert target.read_bytes() == b"hello world\n"
-    r = requests.get(files_url(agent, path=str(target)), headers={"Accept-Encoding": "identity"})
+    assert fs.read(target) == b"hello world\n"
+    r = agent.http.get(files_url(agent, path=str(target)), headers={"Accept-Encoding": "identity"})
     assert r.status_code == 200
     assert r.content == b"hello world\n"
     assert r.headers["Content-Type"].startswith("text/plain")
@@ -32,109 +29,112 @@ def test_upload_single_and_download(agent, tmp_path):
     assert 'filename="hello.txt"' in r.headers["Content-Disposition"]
 
 
-def test_download_gzip_and_binary(agent, tmp_path):
+def test_download_gzip_and_binary(agent, fs, tmp):
     data = os.urandom(300000) + b"\x00" * 300000
-    (tmp_path / "blob.bin").write_bytes(data)
-    r = requests.get(files_url(agent, path=str(tmp_path / "blob.bin")),
+    fs.write(tmp / "blob.bin", data)
+    r = agent.http.get(files_url(agent, path=str(tmp / "blob.bin")),
                      headers={"Accept-Encoding": "gzip, deflate"}, stream=True)
     assert r.status_code == 200
     assert r.headers["Content-Encoding"] == "gzip"
     assert r.headers["Vary"] == "Accept-Encoding"
     raw = r.raw.read(decode_content=False)
     assert gzip.decompress(raw) == data
-    r = requests.get(files_url(agent, path=str(tmp_path / "blob.bin")),
-                     headers={"Accept-Encoding": "identity"})
+    r = agent.http.get(files_url(agent, path=str(tmp / "blob.bin")),
+                       headers={"Accept-Encoding": "identity"})
     assert r.content == data
     assert r.headers["Content-Type"] == "application/octet-stream"
 
 
-def test_download_range_and_errors(agent, tmp_path):
-    (tmp_path / "r.txt").write_bytes(b"0123456789")
-    url = files_url(agent, path=str(tmp_path / "r.txt"))
-    r = requests.get(url, headers={"Range": "bytes=2-5"})
+def test_download_range_and_errors(agent, fs, tmp):
+    http = agent.http
+    fs.write(tmp / "r.txt", b"0123456789")
+    url = files_url(agent, path=str(tmp / "r.txt"))
+    r = http.get(url, headers={"Range": "bytes=2-5"})
     assert r.status_code == 206
     assert r.content == b"2345"
     assert r.headers["Content-Range"] == "bytes 2-5/10"
-    r = requests.get(url, headers={"Range": "bytes=-3"})
+    r = http.get(url, headers={"Range": "bytes=-3"})
     assert r.content == b"789"
-    r = requests.get(url, headers={"Range": "bytes=20-"})
+    r = http.get(url, headers={"Range": "bytes=20-"})
     assert r.status_code == 416
-    r = requests.get(files_url(agent, path=str(tmp_path / "missing")))
+    r = http.get(files_url(agent, path=str(tmp / "missing")))
     assert r.status_code == 404
     assert r.headers["Content-Type"] == "application/json"
     assert r.json()["code"] == 404
-    r = requests.get(files_url(agent, path=str(tmp_path)))
+    r = http.get(files_url(agent, path=str(tmp)))
     assert r.status_code == 400
-    r = requests.get(files_url(agent, path=str(tmp_path / "r.txt"), username="ghost-user-x"))
+    r = http.get(files_url(agent, path=str(tmp / "r.txt"), username="ghost-user-x"))
     assert r.status_code == 401
-    r = requests.get(url, headers={"Accept-Encoding": "br, identity;q=0"})
+    r = http.get(url, headers={"Accept-Encoding": "br, identity;q=0"})
     assert r.status_code == 406
 
 
-def test_upload_multiple_files_with_full_paths(agent, tmp_path):
+def test_upload_multiple_files_with_full_paths(agent, fs, tmp):
+    http = agent.http
     files = [
-        ("file", (str(tmp_path / "a" / "one.txt"), b"1")),
-        ("file", (str(tmp_path / "b" / "c" / "two.bin"), b"\x00\x01")),
+        ("file", (str(tmp / "a" / "one.txt"), b"1")),
+        ("file", (str(tmp / "b" / "c" / "two.bin"), b"\x00\x01")),
     ]
-    r = requests.post(agent.url + "/files", files=files)
+    r = http.post(agent.url + "/files", files=files)
     assert r.status_code == 200, r.text
-    assert [e["path"] for e in r.json()] == [str(tmp_path / "a" / "one.txt"),
-                                             str(tmp_path / "b" / "c" / "two.bin")]
-    assert (tmp_path / "a" / "one.txt").read_bytes() == b"1"
-    assert (tmp_path / "b" / "c" / "two.bin").read_bytes() == b"\x00\x01"
+    assert [e["path"] for e in r.json()] == [str(tmp / "a" / "one.txt"),
+                                             str(tmp / "b" / "c" / "two.bin")]
+    assert fs.read(tmp / "a" / "one.txt") == b"1"
+    assert fs.read(tmp / "b" / "c" / "two.bin") == b"\x00\x01"
     # the same target twice in one request is refused
-    files = [("file", (str(tmp_path / "d.txt"), b"1")), ("file", (str(tmp_path / "d.txt"), b"2"))]
-    r = requests.post(agent.url + "/files", files=files)
+    files = [("file", (str(tmp / "d.txt"), b"1")), ("file", (str(tmp / "d.txt"), b"2"))]
+    r = http.post(agent.url + "/files", files=files)
     assert r.status_code == 400
     # a directory target is refused
-    r = requests.post(files_url(agent, path=str(tmp_path / "a")), files={"file": ("x", b"1")})
+    r = http.post(files_url(agent, path=str(tmp / "a")), files={"file": ("x", b"1")})
     assert r.status_code == 400
 
 
-def test_upload_owned_by_user(agent, tmp_path):
-    os.chmod(tmp_path, 0o755)
-    target = tmp_path / "u1" / "u2" / "f.txt"
-    r = requests.post(files_url(agent, path=str(target), username="nobody"),
-                      files={"file": ("f.txt", b"x")})
+def test_upload_owned_by_user(agent, fs, tmp):
+    fs.chmod(tmp, 0o755)
+    target = tmp / "u1" / "u2" / "f.txt"
+    r = agent.http.post(files_url(agent, path=str(target), username="nobody"),
+                        files={"file": ("f.txt", b"x")})
     assert r.status_code == 200, r.text
-    uid = pwd.getpwnam("nobody").pw_uid
-    assert os.stat(target).st_uid == uid
-    assert os.stat(tmp_path / "u1").st_uid == uid
-    assert os.stat(tmp_path / "u1" / "u2").st_uid == uid
-    r = requests.post(files_url(agent, path=str(target), username="ghost-user-x"),
-                      files={"file": ("f.txt", b"x")})
+    uid = fs.user_uid("nobody")
+    assert fs.uid(target) == uid
+    assert fs.uid(tmp / "u1") == uid
+    assert fs.uid(tmp / "u1" / "u2") == uid
+    r = agent.http.post(files_url(agent, path=str(target), username="ghost-user-x"),
+                        files={"file": ("f.txt", b"x")})
     assert r.status_code == 401
 
 
-def test_upload_octet_stream_gzip(agent, tmp_path):
+def test_upload_octet_stream_gzip(agent, fs, tmp):
+    http = agent.http
     data = b"compressible " * 10000
-    target = tmp_path / "gz" / "data.txt"
-    r = requests.post(files_url(agent, path=str(target)), data=gzip.compress(data),
-                      headers={"Content-Type": "application/octet-stream",
-                               "Content-Encoding": "gzip"})
+    target = tmp / "gz" / "data.txt"
+    r = http.post(files_url(agent, path=str(target)), data=gzip.compress(data),
+                  headers={"Content-Type": "application/octet-stream",
+                           "Content-Encoding": "gzip"})
     assert r.status_code == 200, r.text
-    assert target.read_bytes() == data
-    r = requests.post(files_url(agent, path=str(target)), data=b"not gzip",
-                      headers={"Content-Type": "application/octet-stream",
-                               "Content-Encoding": "gzip"})
+    assert fs.read(target) == data
+    r = http.post(files_url(agent, path=str(target)), data=b"not gzip",
+                  headers={"Content-Type": "application/octet-stream",
+                           "Content-Encoding": "gzip"})
     assert r.status_code == 400
-    r = requests.post(agent.url + "/files", data=b"x",
-                      headers={"Content-Type": "application/octet-stream"})
+    r = http.post(agent.url + "/files", data=b"x",
+                  headers={"Content-Type": "application/octet-stream"})
     assert r.status_code == 400
-    r = requests.post(files_url(agent, path=str(target)), data=b"x",
-                      headers={"Content-Type": "text/plain"})
+    r = http.post(files_url(agent, path=str(target)), data=b"x",
+                  headers={"Content-Type": "text/plain"})
     assert r.status_code == 400
-    r = requests.post(files_url(agent, path=str(target)), data=b"--x\r\nbroken",
-                      headers={"Content-Type": "multipart/form-data; boundary=x"})
+    r = http.post(files_url(agent, path=str(target)), data=b"--x\r\nbroken",
+                  headers={"Content-Type": "multipart/form-data; boundary=x"})
     assert r.status_code == 400
 
 
-def test_upload_large_binary_roundtrip(agent, tmp_path):
+def test_upload_large_binary_roundtrip(agent, tmp):
     data = os.urandom(8 * 1024 * 1024)
-    target = tmp_path / "big.bin"
-    r = requests.post(files_url(agent, path=str(target)), files={"file": ("big.bin", data)})
+    target = tmp / "big.bin"
+    r = agent.http.post(files_url(agent, path=str(target)), files={"file": ("big.bin", data)})
     assert r.status_code == 200
-    r = requests.get(files_url(agent, path=str(target)))
+    r = agent.http.get(files_url(agent, path=str(target)))
     assert hashlib.sha256(r.content).digest() == hashlib.sha256(data).digest()
 
 
@@ -143,105 +143,118 @@ def sign(path, op, user, token, exp=None):
     return "v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).decode().rstrip("=")
 
 
-def test_access_token(agent, tmp_path):
-    r = requests.post(agent.url + "/init", json={"accessToken": "secret-1"})
+def test_access_token(fresh_agent):
+    agent = fresh_agent
+    http = agent.bare  # no token of its own: this test sends exactly the tokens it means
+    fs, tmp = agent.fs, agent.tmp
+    # A guest's agent got a token from the platform's /init at create; a host one has none.
+    first = {"X-Access-Token": agent.token} if agent.token else {}
+    fs.chmod(tmp, 0o755)
+    fs.write(tmp / "s.txt", "signed")  # before the token changes under the guest's fs
+    r = http.post(agent.url + "/init", json={"accessToken": "secret-1"}, headers=first)
     assert r.status_code == 204
     assert r.headers["X-Envd-Version"] == "0.6.4"
-    plain = Envd(agent.url)
+    plain = Envd(agent.url, headers=agent.route)
     code, body = plain.unary("process.Process/List", {})
     assert code == 401 and body["code"] == 401
     assert "unauthorized access" in body["message"]
-    authed = Envd(agent.url, token="secret-1")
+    authed = Envd(agent.url, token="secret-1", headers=agent.route)
     code, _ = authed.unary("process.Process/List", {})
     assert code == 200
     assert authed.sh("echo ok").stdout == b"ok\n"
-    assert requests.get(agent.url + "/health").status_code == 204
-    assert requests.get(agent.url + "/envs").status_code == 401
+    assert http.get(agent.url + "/health").status_code == 204
+    assert http.get(agent.url + "/envs").status_code == 401
 
-    (tmp_path / "s.txt").write_text("signed")
-    p = str(tmp_path / "s.txt")
-    assert requests.get(files_url(agent, path=p)).status_code == 401
-    r = requests.get(files_url(agent, path=p), headers={"X-Access-Token": "secret-1"})
+    p = str(tmp / "s.txt")
+    assert http.get(files_url(agent, path=p)).status_code == 401
+    r = http.get(files_url(agent, path=p), headers={"X-Access-Token": "secret-1"})
     assert r.status_code == 200
-    r = requests.get(files_url(agent, path=p), headers={"X-Access-Token": "wrong"})
+    r = http.get(files_url(agent, path=p), headers={"X-Access-Token": "wrong"})
     assert r.status_code == 401
-    r = requests.get(files_url(agent, path=p, signature=sign(p, "read", "", "secret-1")))
+    r = http.get(files_url(agent, path=p, signature=sign(p, "read", "", "secret-1")))
     assert r.status_code == 200 and r.content == b"signed"
-    r = requests.get(files_url(agent, path=p, username="root",
-                               signature=sign(p, "read", "root", "secret-1")))
+    r = http.get(files_url(agent, path=p, username="root",
+                           signature=sign(p, "read", "root", "secret-1")))
     assert r.status_code == 200
-    r = requests.get(files_url(agent, path=p, signature=sign(p, "write", "", "secret-1")))
+    r = http.get(files_url(agent, path=p, signature=sign(p, "write", "", "secret-1")))
     assert r.status_code == 401
     exp = int(time.time()) + 60
-    r = requests.get(files_url(agent, path=p, signature=sign(p, "read", "", "secret-1", exp),
-                               signature_expiration=exp))
+    r = http.get(files_url(agent, path=p, signature=sign(p, "read", "", "secret-1", exp),
+                           signature_expiration=exp))
     assert r.status_code == 200
     exp = int(time.time()) - 60
-    r = requests.get(files_url(agent, path=p, signature=sign(p, "read", "", "secret-1", exp),
-                               signature_expiration=exp))
+    r = http.get(files_url(agent, path=p, signature=sign(p, "read", "", "secret-1", exp),
+                           signature_expiration=exp))
     assert r.status_code == 401
-    up = str(tmp_path / "up.txt")
-    r = requests.post(files_url(agent, path=up, signature=sign(up, "write", "", "secret-1")),
-                      files={"file": ("up.txt", b"u")})
+    up = str(tmp / "up.txt")
+    r = http.post(files_url(agent, path=up, signature=sign(up, "write", "", "secret-1")),
+                  files={"file": ("up.txt", b"u")})
     assert r.status_code == 200
 
     # the token cannot be changed without proving the old one
-    r = requests.post(agent.url + "/init", json={"accessToken": "secret-2"})
+    r = http.post(agent.url + "/init", json={"accessToken": "secret-2"})
     assert r.status_code == 401
-    r = requests.post(agent.url + "/init", json={"accessToken": "secret-1"})
+    r = http.post(agent.url + "/init", json={"accessToken": "secret-1"})
     assert r.status_code == 204
-    r = requests.post(agent.url + "/init", json={"accessToken": "secret-2"},
-                      headers={"X-Access-Token": "secret-1"})
+    r = http.post(agent.url + "/init", json={"accessToken": "secret-2"},
+                  headers={"X-Access-Token": "secret-1"})
     assert r.status_code == 204
-    code, _ = Envd(agent.url, token="secret-2").unary("process.Process/List", {})
+    code, _ = Envd(agent.url, token="secret-2", headers=agent.route).unary(
+        "process.Process/List", {})
     assert code == 200
 
 
-def test_init_env_user_workdir(agent, envd):
-    import tempfile
-    tmp_path = tempfile.mkdtemp(prefix="space-agent-test-")
-    os.chmod(tmp_path, 0o755)
-    r = requests.post(agent.url + "/init", json={
+def test_init_env_user_workdir(fresh_agent):
+    agent = fresh_agent
+    http, fs, envd = agent.http, agent.fs, agent.envd()
+    workdir = fs.mkdtemp()
+    fs.chmod(workdir, 0o755)
+    r = http.post(agent.url + "/init", json={
         "envVars": {"SANDBOX_VAR": "sv", "OVERRIDE": "sandbox"},
         "defaultUser": "nobody",
-        "defaultWorkdir": str(tmp_path),
+        "defaultWorkdir": str(workdir),
         "timestamp": "2024-01-01T00:00:00.5Z",
     })
     assert r.status_code == 204
     res = envd.sh("echo $SANDBOX_VAR $OVERRIDE $E2B_SANDBOX; id -un; pwd",
                   envs={"OVERRIDE": "request"})
     assert res.stream_end == {}
-    assert res.stdout.decode().splitlines() == ["sv request true", "nobody", str(tmp_path)]
+    assert res.stdout.decode().splitlines() == ["sv request true", "nobody", str(workdir)]
     res = envd.sh("id -un", user="root")
     assert res.stdout == b"root\n"
-    os.rmdir(tmp_path)
+    fs.rmdir(workdir)
     # a default workdir that is gone is a missing cwd
     assert envd.sh("true").stream_end["error"]["code"] == "invalid_argument"
-    r = requests.get(agent.url + "/envs")
+    r = http.get(agent.url + "/envs")
     assert r.status_code == 200
     assert r.json()["SANDBOX_VAR"] == "sv"
-    # the host clock is left alone outside the guest
-    assert time.time() > 1704067200 + 30 * 86400
-    assert requests.post(agent.url + "/init", data=b"{nope").status_code == 400
-    assert requests.post(agent.url + "/init", json={"envVars": {"A": 1}}).status_code == 400
-    assert requests.post(agent.url + "/init", json={"timestamp": "yesterday"}).status_code == 400
-    assert requests.post(agent.url + "/init").status_code == 204
-    assert requests.get(agent.url + "/init").status_code == 405
+    if agent.kind == "host":
+        # the host clock is left alone outside the guest
+        assert time.time() > 1704067200 + 30 * 86400
+    else:
+        # a guest's clock follows the timestamp (a restored snapshot's clock is stale)
+        assert 1704067200 <= fs.now() < 1704067200 + 600
+    assert http.post(agent.url + "/init", data=b"{nope").status_code == 400
+    assert http.post(agent.url + "/init", json={"envVars": {"A": 1}}).status_code == 400
+    assert http.post(agent.url + "/init", json={"timestamp": "yesterday"}).status_code == 400
+    assert http.post(agent.url + "/init").status_code == 204
+    assert http.get(agent.url + "/init").status_code == 405
 
 
-def test_init_writes_e2b_files(make_agent, tmp_path):
-    a = make_agent("--e2b-dir", str(tmp_path / "e2b"))
-    r = requests.post(a.url + "/init", json={"envVars": {"E2B_SANDBOX_ID": "abc123",
-                                                          "E2B_TEMPLATE_ID": "base",
-                                                          "OTHER": "x"}})
+def test_init_writes_e2b_files(fresh_agent):
+    a = fresh_agent
+    r = a.http.post(a.url + "/init", json={"envVars": {"E2B_SANDBOX_ID": "abc123",
+                                                        "E2B_TEMPLATE_ID": "base",
+                                                        "OTHER": "x"}})
     assert r.status_code == 204
-    assert (tmp_path / "e2b" / ".E2B_SANDBOX_ID").read_text() == "abc123"
-    assert (tmp_path / "e2b" / ".E2B_TEMPLATE_ID").read_text() == "base"
-    assert not (tmp_path / "e2b" / ".OTHER").exists()
+    e2b = PurePosixPath(a.e2b_dir)
+    assert a.fs.read(e2b / ".E2B_SANDBOX_ID") == b"abc123"
+    assert a.fs.read(e2b / ".E2B_TEMPLATE_ID") == b"base"
+    assert not a.fs.exists(e2b / ".OTHER")
 
 
-def test_metrics(agent):
-    r = requests.get(agent.url + "/metrics")
+def test_metrics(agent, fs):
+    r = agent.http.get(agent.url + "/metrics")
     assert r.status_code == 200
     m = r.json()
     for key in ("ts", "cpu_count", "cpu_used_pct", "mem_total", "mem_used", "mem_cache",
@@ -250,56 +263,58 @@ def test_metrics(agent):
     assert m["cpu_count"] >= 1
     assert m["mem_total"] > m["mem_used"] > 0
     assert m["mem_total_mib"] == m["mem_total"] >> 20
-    assert abs(m["ts"] - time.time()) < 5
+    assert abs(m["ts"] - fs.now()) < 5
 
 
 def test_unknown_paths(agent):
-    r = requests.get(agent.url + "/nope")
+    r = agent.http.get(agent.url + "/nope")
     assert r.status_code == 404 and r.json()["code"] == 404
-    r = requests.post(agent.url + "/filesystem.Filesystem/Nope", json={})
+    r = agent.http.post(agent.url + "/filesystem.Filesystem/Nope", json={})
     assert r.status_code == 404 and r.json()["code"] == "unimplemented"
-    r = requests.put(agent.url + "/files")
+    r = agent.http.put(agent.url + "/files")
     assert r.status_code == 405
 
 
-def test_upload_metadata(agent, envd, tmp_path):
-    target = tmp_path / "m.txt"
-    r = requests.post(files_url(agent, path=str(target)), files={"file": ("m.txt", b"x")},
-                      headers={"X-Metadata-Team": "ai", "X-Metadata-Run-ID": "42"})
+def test_upload_metadata(agent, envd, fs, tmp):
+    http = agent.http
+    target = tmp / "m.txt"
+    r = http.post(files_url(agent, path=str(target)), files={"file": ("m.txt", b"x")},
+                  headers={"X-Metadata-Team": "ai", "X-Metadata-Run-ID": "42"})
     assert r.status_code == 200, r.text
     assert r.json()[0]["metadata"] == {"team": "ai", "run-id": "42"}
-    assert os.getxattr(target, "user.team") == b"ai"
+    assert fs.getxattr(target, "user.team") == b"ai"
     code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
     assert body["entry"]["metadata"] == {"team": "ai", "run-id": "42"}
     # new headers replace all existing metadata
-    r = requests.post(files_url(agent, path=str(target)), files={"file": ("m.txt", b"y")},
-                      headers={"X-Metadata-Other": "1"})
+    r = http.post(files_url(agent, path=str(target)), files={"file": ("m.txt", b"y")},
+                  headers={"X-Metadata-Other": "1"})
     assert r.json()[0]["metadata"] == {"other": "1"}
     code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
     assert body["entry"]["metadata"] == {"other": "1"}
     # without metadata headers the entry has no metadata field
-    r = requests.post(files_url(agent, path=str(tmp_path / "plain")), files={"file": ("p", b"")})
+    r = http.post(files_url(agent, path=str(tmp / "plain")), files={"file": ("p", b"")})
     assert "metadata" not in r.json()[0]
 
 
-def test_files_compose(agent, tmp_path):
+def test_files_compose(agent, fs, tmp):
+    http = agent.http
     for i in range(3):
-        (tmp_path / f"part{i}").write_bytes(bytes([65 + i]) * 1000)
-    dest = tmp_path / "out" / "joined.bin"
-    r = requests.post(agent.url + "/files/compose", json={
-        "source_paths": [str(tmp_path / f"part{i}") for i in range(3)],
+        fs.write(tmp / f"part{i}", bytes([65 + i]) * 1000)
+    dest = tmp / "out" / "joined.bin"
+    r = http.post(agent.url + "/files/compose", json={
+        "source_paths": [str(tmp / f"part{i}") for i in range(3)],
         "destination": str(dest)})
     assert r.status_code == 200, r.text
     assert r.json() == {"name": "joined.bin", "path": str(dest), "type": "file"}
-    assert dest.read_bytes() == b"A" * 1000 + b"B" * 1000 + b"C" * 1000
-    assert not (tmp_path / "part0").exists()
-    r = requests.post(agent.url + "/files/compose", json={
-        "source_paths": [str(tmp_path / "missing")], "destination": str(dest)})
+    assert fs.read(dest) == b"A" * 1000 + b"B" * 1000 + b"C" * 1000
+    assert not fs.exists(tmp / "part0")
+    r = http.post(agent.url + "/files/compose", json={
+        "source_paths": [str(tmp / "missing")], "destination": str(dest)})
     assert r.status_code == 404
-    r = requests.post(agent.url + "/files/compose", json={"source_paths": [],
-                                                           "destination": str(dest)})
+    r = http.post(agent.url + "/files/compose", json={"source_paths": [],
+                                                       "destination": str(dest)})
     assert r.status_code == 400
-    r = requests.post(agent.url + "/files/compose", json={"source_paths": [str(dest)],
-                                                           "destination": str(dest)})
+    r = http.post(agent.url + "/files/compose", json={"source_paths": [str(dest)],
+                                                       "destination": str(dest)})
     assert r.status_code == 400
-    assert dest.exists()
+    assert fs.exists(dest)

@@ -1,4 +1,6 @@
-"""space-agent as PID 1, inside throwaway mount/UTS/PID namespaces (unshare)."""
+"""space-agent as PID 1: on the host inside throwaway mount/UTS/PID namespaces (unshare); in
+a guest as what it is there, the guest's init (a sandbox of its own per test, reached around
+the ingress, since a test kills its server)."""
 import os
 import re
 import shutil
@@ -7,11 +9,8 @@ import time
 
 import pytest
 
-from conftest import agent_binary, wait_for
+from conftest import agent_binary
 from envd_client import Envd
-
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
-                                reason="needs root and unshare")
 
 
 def has_cap_sys_resource():
@@ -23,9 +22,15 @@ def has_cap_sys_resource():
 
 
 class InitAgent:
+    kind = "host"
+    route = {}
+
     def __init__(self):
         self.proc = subprocess.Popen(
-            ["unshare", "--mount", "--uts", "--pid", "--fork", "--propagation", "private",
+            # --kill-child: the namespace's PID 1 gets SIGKILL when unshare dies (stop()),
+            # and takes the whole namespace with it; without it every run leaked both agents
+            ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child",
+             "--propagation", "private",
              agent_binary(), "--listen", "127.0.0.1:0"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.url = self.wait_listening()
@@ -38,13 +43,27 @@ class InitAgent:
                 return f"http://127.0.0.1:{m.group(1)}"
         raise RuntimeError("agent did not start as PID 1")
 
+    def envd(self):
+        return Envd(self.url)
+
+    def ready_line(self):
+        return self.proc.stdout.readline().strip()
+
+    def wait_restarted(self):
+        return self.wait_listening()
+
     def stop(self):
-        self.proc.kill()  # kills unshare; the namespace's PID 1 dies with it
+        self.proc.kill()  # kills unshare; the namespace's PID 1 dies with it (--kill-child)
         self.proc.wait()
 
 
 @pytest.fixture
-def init_agent():
+def init_agent(target, request):
+    if target == "guest":
+        yield request.getfixturevalue("fresh_agent")
+        return
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare")
     a = InitAgent()
     yield a
     a.stop()
@@ -52,11 +71,12 @@ def init_agent():
 
 def test_pid1_setup(init_agent):
     # the ready line for the serial console follows the listening line
-    assert init_agent.proc.stdout.readline().strip() == "space-agent: ready"
-    envd = Envd(init_agent.url)
+    assert init_agent.ready_line() == "space-agent: ready"
+    envd = init_agent.envd()
     res = envd.sh("echo $$ $PPID; hostname; cat /proc/1/comm; "
                   "stat -f -c %T /tmp; stat -f -c %T /run; stat -f -c %T /dev/pts; "
-                  "stat -c %a /tmp; test -c /dev/ptmx && echo ptmx; ls -d /run/e2b; echo $PATH")
+                  "stat -c %a /tmp; test -c /dev/ptmx && echo ptmx; ls -d /run/e2b; echo $PATH",
+                  user="root")
     lines = res.stdout.decode().splitlines()
     assert lines[0].split()[1] != "1"    # our parent is the server, not init
     assert lines[1] == "sandbox"
@@ -70,7 +90,7 @@ def test_pid1_setup(init_agent):
     res = envd.sh("cat /proc/$PPID/oom_score_adj /proc/self/oom_score_adj")
     server, child = res.stdout.split()
     assert child == b"100"
-    if has_cap_sys_resource():  # containers often drop it; a guest's init has it
+    if init_agent.kind == "guest" or has_cap_sys_resource():  # containers often drop it
         assert server == b"-1000"
     # PTYs come from the fresh devpts instance
     res = envd.run("/usr/bin/tty", pty=(80, 24))
@@ -79,16 +99,16 @@ def test_pid1_setup(init_agent):
 
 
 def test_pid1_reaps_orphans_and_restarts_server(init_agent):
-    envd = Envd(init_agent.url)
+    envd = init_agent.envd()
     # an orphan re-parented to PID 1 must be reaped, not left a zombie
     envd.sh("(sleep 0.2 &) ; true")
     time.sleep(0.6)
     res = envd.sh("ps -eo stat= | grep -c '^Z' || true")
     assert res.stdout.strip() == b"0"
     # the server dies; init starts a new one, which prints a new listening line
-    s = envd.start("/bin/sh", ["-c", "sleep 0.2; kill -9 $PPID"])
+    s = envd.start("/bin/sh", ["-c", "sleep 0.2; kill -9 $PPID"], user="root")
     next(s)
-    url = init_agent.wait_listening()
+    url = init_agent.wait_restarted()
     s.close()
-    res = Envd(url).sh("echo back")
+    res = Envd(url, headers=init_agent.route).sh("echo back")
     assert res.stdout == b"back\n"

@@ -1,17 +1,12 @@
 """process.Process over the Connect protocol, as the E2B SDKs use it (§6.2, §6.3)."""
-import json
-import os
-import struct
 import time
-
-import requests
 
 from conftest import wait_for
 from envd_client import b64, collect, envelope
 
 
 def test_health(agent):
-    r = requests.get(agent.url + "/health")
+    r = agent.http.get(agent.url + "/health")
     assert r.status_code == 204
     assert r.content == b""
 
@@ -51,29 +46,30 @@ def test_large_output_exact(envd):
             assert len(ev["data"]["stdout"]) <= (32 * 1024 + 2) // 3 * 4
 
 
-def test_env_order_and_cwd(envd):
+def test_env_order_and_cwd(agent, envd):
     res = envd.sh("echo $A; echo $HOME; echo $USER; pwd; echo $PATH",
                   envs={"A": "x y", "HOME": "/override"}, cwd="/tmp")
     lines = res.stdout.decode().splitlines()
     assert lines[0] == "x y"
     assert lines[1] == "/override"
-    assert lines[2] == "root"
+    assert lines[2] == agent.default_user
     assert lines[3] == "/tmp"
     assert lines[4]
 
 
-def test_default_cwd_is_home(envd):
+def test_default_cwd_is_home(agent, envd):
     res = envd.run("/bin/pwd")
-    assert res.stdout == b"/root\n"
+    assert res.stdout == f"{agent.home}\n".encode()
 
 
-def test_relative_cwd(envd):
-    os.makedirs("/root/.space-agent-test-dir", exist_ok=True)
+def test_relative_cwd(agent, envd, fs):
+    d = f"{agent.home}/.space-agent-test-dir"
+    fs.makedirs(d)
     try:
         res = envd.run("/bin/pwd", cwd=".space-agent-test-dir")
-        assert res.stdout == b"/root/.space-agent-test-dir\n"
+        assert res.stdout == f"{d}\n".encode()
     finally:
-        os.rmdir("/root/.space-agent-test-dir")
+        fs.rmdir(d)
 
 
 def test_missing_cwd(envd):
@@ -125,38 +121,39 @@ def test_timeout_kills_process(envd):
 
 
 def test_malformed_requests(agent, envd):
+    http = agent.http
     url = agent.url + "/process.Process/Start"
     h = {"Content-Type": "application/connect+json"}
     # truncated envelope
-    r = requests.post(url, data=b"\x00\x00\x00\x00\x10{}", headers=h)
+    r = http.post(url, data=b"\x00\x00\x00\x00\x10{}", headers=h)
     assert r.status_code == 200
     assert b"invalid_argument" in r.content
     # declared length far too large
-    r = requests.post(url, data=b"\x00\xff\xff\xff\xff", headers=h)
+    r = http.post(url, data=b"\x00\xff\xff\xff\xff", headers=h)
     assert r.status_code == 200 and b"resource_exhausted" in r.content
     # compressed flag
-    r = requests.post(url, data=envelope({}, flags=1), headers=h)
+    r = http.post(url, data=envelope({}, flags=1), headers=h)
     assert r.status_code == 200 and b"invalid_argument" in r.content
     # not JSON
-    r = requests.post(url, data=envelope(b"{nope"), headers=h)
+    r = http.post(url, data=envelope(b"{nope"), headers=h)
     assert r.status_code == 200 and b"invalid_argument" in r.content
     # JSON but not an object / missing cmd
-    r = requests.post(url, data=envelope(b"[1]"), headers=h)
+    r = http.post(url, data=envelope(b"[1]"), headers=h)
     assert b"invalid_argument" in r.content
-    r = requests.post(url, data=envelope({"process": {"cmd": 5}}), headers=h)
+    r = http.post(url, data=envelope({"process": {"cmd": 5}}), headers=h)
     assert b"invalid_argument" in r.content
     # wrong content type
-    r = requests.post(url, data=b"{}", headers={"Content-Type": "text/plain"})
+    r = http.post(url, data=b"{}", headers={"Content-Type": "text/plain"})
     assert r.status_code == 415
     # GET on an RPC
-    r = requests.get(url)
+    r = http.get(url)
     assert r.status_code == 405
     # unknown method
-    r = requests.post(agent.url + "/process.Process/Nope", data=b"{}",
+    r = http.post(agent.url + "/process.Process/Nope", data=b"{}",
                       headers={"Content-Type": "application/json"})
     assert r.status_code == 404 and r.json()["code"] == "unimplemented"
     # invalid UTF-8 in JSON
-    r = requests.post(url, data=envelope(b'{"process":{"cmd":"\xff"}}'), headers=h)
+    r = http.post(url, data=envelope(b'{"process":{"cmd":"\xff"}}'), headers=h)
     assert b"invalid_argument" in r.content
     # the agent still works
     assert envd.run("/bin/true").end["exited"] is True
@@ -320,12 +317,13 @@ def test_keepalive_while_idle(envd):
     assert {"keepalive": {}} in res.events
 
 
-def test_process_survives_client_disconnect(envd, tmp_path):
-    marker = tmp_path / "marker"
+def test_process_survives_client_disconnect(envd, fs, tmp):
+    fs.chmod(tmp, 0o777)  # the default user writes the marker (in a guest it is not root)
+    marker = tmp / "marker"
     s = envd.start("/bin/bash", ["-c", f"sleep 1; echo done > {marker}"])
     pid = next(s)["event"]["start"]["pid"]
     s.close()
-    wait_for(lambda: marker.exists())
+    wait_for(lambda: fs.exists(marker))
     # its exit is retained for a late Connect
     c = envd.stream("process.Process/Connect", {"process": {"pid": pid}})
     wait_for(lambda: True)
@@ -351,25 +349,20 @@ def test_kill_ends_stream_despite_grandchild(envd):
     assert res.end["status"] == "signal: killed"
 
 
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def test_flow_control_bounds_memory(agent, envd):
+    # In a guest the stream passes the node's tunnel and the ingress too: each must stop
+    # reading when its reader does, or the agent would never see the back pressure.
+    rss_kib = agent.rss_kib
     s = envd.start("/bin/cat", ["/dev/zero"])
     pid = next(s)["event"]["start"]["pid"]
     next(s)
-    before = rss_kib(agent.proc.pid)
+    before = rss_kib()
     # The client reads nothing. Kernel socket buffers fill first (a few MiB), then the agent
     # must stop reading the pipe: memory goes flat instead of growing with the output.
     time.sleep(1)
-    settled = rss_kib(agent.proc.pid)
+    settled = rss_kib()
     time.sleep(2)
-    after = rss_kib(agent.proc.pid)
+    after = rss_kib()
     assert after - settled < 4 * 1024, (before, settled, after)
     assert after - before < 64 * 1024, (before, settled, after)
     # a slow reader still gets data, and memory stays bounded
@@ -378,7 +371,7 @@ def test_flow_control_bounds_memory(agent, envd):
         msg = next(s)
         n += len(msg["event"]["data"]["stdout"])
     assert n > 0
-    assert rss_kib(agent.proc.pid) - before < 64 * 1024
+    assert rss_kib() - before < 64 * 1024
     envd.unary("process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
     res = collect(s)
     assert res.end["status"] == "signal: killed"
@@ -403,9 +396,8 @@ def test_many_concurrent_processes(envd):
         assert res.stdout == f"{i}\n".encode()
 
 
-def test_no_fd_leaks(agent, envd, tmp_path):
-    def fds():
-        return len(os.listdir(f"/proc/{agent.proc.pid}/fd"))
+def test_no_fd_leaks(agent, envd, tmp):
+    fds = agent.fd_count
     envd.sh("true")
     base = fds()
     for _ in range(10):
@@ -415,10 +407,10 @@ def test_no_fd_leaks(agent, envd, tmp_path):
         s.close()  # client goes away mid-stream
         envd.unary("process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
         envd.run("/bin/sh", ["-c", "tty"], pty=(80, 24))
-        w = envd.stream("filesystem.Filesystem/WatchDir", {"path": str(tmp_path)})
+        w = envd.stream("filesystem.Filesystem/WatchDir", {"path": str(tmp)})
         next(w)
         w.close()
-        code, body = envd.unary("filesystem.Filesystem/CreateWatcher", {"path": str(tmp_path)})
+        code, body = envd.unary("filesystem.Filesystem/CreateWatcher", {"path": str(tmp)})
         envd.unary("filesystem.Filesystem/RemoveWatcher", {"watcherId": body["watcherId"]})
     envd.session.close()
     wait_for(lambda: fds() <= base + 1, timeout=10)

@@ -1,8 +1,6 @@
 """The binary protobuf codecs (application/proto, application/connect+proto)."""
 import struct
 
-import requests
-
 from envd_client import envelope
 import pbwire as pb
 
@@ -22,7 +20,7 @@ def frames(data):
 def test_start_stream_binary(agent):
     process = pb.blob(1, "/bin/sh") + pb.blob(2, "-c") + pb.blob(2, "echo hi; exit 3")
     req = pb.blob(1, process) + pb.uint(4, 0)  # stdin = false, explicitly
-    r = requests.post(agent.url + "/process.Process/Start", data=envelope(req), headers=CPROTO)
+    r = agent.http.post(agent.url + "/process.Process/Start", data=envelope(req), headers=CPROTO)
     assert r.status_code == 200
     assert r.headers["Content-Type"] == "application/connect+proto"
     got = list(frames(r.content))
@@ -36,10 +34,11 @@ def test_start_stream_binary(agent):
     assert end[3][0] == b"exit status 3"
 
 
-def test_unary_binary_and_errors(agent, tmp_path):
-    (tmp_path / "f").write_bytes(b"12345")
-    r = requests.post(agent.url + "/filesystem.Filesystem/Stat",
-                      data=pb.blob(1, str(tmp_path / "f")), headers=PROTO)
+def test_unary_binary_and_errors(agent, fs, tmp):
+    http = agent.http
+    fs.write(tmp / "f", b"12345")
+    r = http.post(agent.url + "/filesystem.Filesystem/Stat",
+                  data=pb.blob(1, str(tmp / "f")), headers=PROTO)
     assert r.status_code == 200
     assert r.headers["Content-Type"] == "application/proto"
     entry = pb.decode(pb.decode(r.content)[1][0])
@@ -49,13 +48,13 @@ def test_unary_binary_and_errors(agent, tmp_path):
     assert entry[5][0] == 0o644
     assert 1 in pb.decode(entry[9][0])  # modified_time.seconds
     # errors stay JSON, as in the Connect protocol
-    r = requests.post(agent.url + "/filesystem.Filesystem/Stat",
-                      data=pb.blob(1, str(tmp_path / "missing")), headers=PROTO)
+    r = http.post(agent.url + "/filesystem.Filesystem/Stat",
+                  data=pb.blob(1, str(tmp / "missing")), headers=PROTO)
     assert r.status_code == 404
     assert r.json()["code"] == "not_found"
     # garbage is invalid_argument, not a crash
-    r = requests.post(agent.url + "/filesystem.Filesystem/Stat", data=b"\x0a\xff\xff\xff\xff\x0f",
-                      headers=PROTO)
+    r = http.post(agent.url + "/filesystem.Filesystem/Stat", data=b"\x0a\xff\xff\xff\xff\x0f",
+                  headers=PROTO)
     assert r.status_code == 400
-    r = requests.post(agent.url + "/process.Process/List", data=b"", headers=PROTO)
+    r = http.post(agent.url + "/process.Process/List", data=b"", headers=PROTO)
     assert r.status_code == 200 and r.content == b""
