@@ -312,6 +312,10 @@ static int agent_init(struct agent *a)
     if (!a->env || !a->path_env || !a->default_user) {
         return -ENOMEM;
     }
+    r = state_restore(a);
+    if (r < 0) {
+        log_warning_errno(r, "cannot restore /init state, ignoring: %m");
+    }
     a->base = event_base_new();
     a->http = a->base ? evhttp_new(a->base) : NULL;
     if (!a->http) {

@@ -135,6 +135,75 @@ static int set_string(char **field, const char *value)
     return 0;
 }
 
+/*
+ * What /init set must survive a restart of the server by PID 1: otherwise a
+ * crashed server would come back without its access token (open to anyone
+ * who reaches the port) and running as root by default. It lives on /run
+ * (tmpfs, root-only), so it lasts exactly as long as this boot.
+ */
+#define STATE_DIR "/run/space-agent"
+#define STATE_FILE STATE_DIR "/init-state.json"
+
+static void state_save(struct agent *a)
+{
+    json_t *j;
+    char *text;
+
+    if (!a->is_init) {
+        return;
+    }
+    j = json_pack("{s:s?, s:s?, s:s?, s:O}", "accessToken", a->access_token, "defaultUser",
+                  a->default_user, "defaultWorkdir", a->default_workdir, "envVars", a->env);
+    text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text) {
+        log_warning("cannot serialise /init state, ignoring");
+        return;
+    }
+    (void)mkdir(STATE_DIR, 0700);
+    int r = write_file_atomic(STATE_FILE, text, strlen(text));
+    if (r < 0) {
+        log_warning_errno(r, "cannot save /init state to '%s', ignoring: %m", STATE_FILE);
+    }
+    free(text);
+}
+
+int state_restore(struct agent *a)
+{
+    const char *token = NULL, *user = NULL, *workdir = NULL;
+    json_t *j = NULL, *envs = NULL;
+    char *text = NULL;
+    json_error_t err;
+    int r;
+
+    if (!a->is_init) {
+        return 0;
+    }
+    r = read_file(STATE_FILE, 1 << 20, &text, NULL);
+    if (r < 0) {
+        return r == -ENOENT ? 0 : r;
+    }
+    j = json_loads(text, 0, &err);
+    free(text);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return -EINVAL;
+    }
+    (void)json_util_get_string(j, "accessToken", NULL, &token);
+    (void)json_util_get_string(j, "defaultUser", NULL, &user);
+    (void)json_util_get_string(j, "defaultWorkdir", NULL, &workdir);
+    (void)json_util_get_object(j, "envVars", NULL, &envs);
+    r = 0;
+    if ((token && set_string(&a->access_token, token) < 0) ||
+        (user && set_string(&a->default_user, user) < 0) ||
+        (workdir && set_string(&a->default_workdir, workdir) < 0) ||
+        (envs && json_object_update(a->env, envs) < 0)) {
+        r = -ENOMEM;
+    }
+    json_decref(j);
+    return r;
+}
+
 void state_http_init(struct agent *a, struct evhttp_request *req)
 {
     struct evbuffer *body = evhttp_request_get_input_buffer(req);
@@ -223,6 +292,7 @@ void state_http_init(struct agent *a, struct evhttp_request *req)
             log_warning_errno(-errno, "cannot set the clock from /init, ignoring: %m");
         }
     }
+    state_save(a);
     evhttp_add_header(evhttp_request_get_output_headers(req), "X-Envd-Version", AGENT_ENVD_VERSION);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
     reply_empty(req, 204);

@@ -331,8 +331,9 @@ class GuestAgent:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                # the new server starts with no /init state: no token, root by default
-                res = Envd(self.url, headers=self.route).run("/bin/sh", ["-c", "echo $PPID"])
+                # the new server restores the /init state PID 1 kept: the token still applies
+                res = Envd(self.url, token=self.token, headers=self.route).run(
+                    "/bin/sh", ["-c", "echo $PPID"], user="root")
                 if res.stdout.strip() and int(res.stdout) != self.server:
                     self.server = int(res.stdout)
                     return self.url

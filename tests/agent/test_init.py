@@ -105,10 +105,22 @@ def test_pid1_reaps_orphans_and_restarts_server(init_agent):
     time.sleep(0.6)
     res = envd.sh("ps -eo stat= | grep -c '^Z' || true")
     assert res.stdout.strip() == b"0"
+    # what /init set must survive the restart (else a crashed server comes back open)
+    import requests
+    token = getattr(init_agent, "token", None) or "kept-token"
+    headers = dict(init_agent.route, **{"X-Access-Token": token})
+    r = requests.post(init_agent.url + "/init", headers=headers, timeout=30,
+                      json={"accessToken": token, "defaultUser": "nobody", "defaultWorkdir": "/tmp",
+                            "envVars": {"KEPT": "yes"}})
+    assert r.status_code == 204, r.text
+    envd = Envd(init_agent.url, headers=headers)
     # the server dies; init starts a new one, which prints a new listening line
     s = envd.start("/bin/sh", ["-c", "sleep 0.2; kill -9 $PPID"], user="root")
     next(s)
     url = init_agent.wait_restarted()
     s.close()
-    res = Envd(url, headers=init_agent.route).sh("echo back")
-    assert res.stdout == b"back\n"
+    res = Envd(url, headers=headers).sh("echo back $KEPT; id -un")
+    assert res.stdout == b"back yes\nnobody\n"
+    no_token = {k: v for k, v in headers.items() if k != "X-Access-Token"}
+    r = requests.get(url + "/envs", headers=no_token, timeout=30)
+    assert r.status_code == 401
