@@ -41,18 +41,14 @@ static void create_finished(struct manager *m, struct evhttp_request *req,
                             const struct store_operation *op, void *userdata)
 {
     struct store_sandbox sb = { 0 };
-    json_error_t err;
 
     if (!op) {
         http_util_reply_error(req, 504, "sandbox did not start in time");
         return;
     }
     if (strcmp(op->state, "succeeded") != 0) {
-        json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
-        int status = (int)json_integer_value(json_object_get(res, "status"));
-        json_decref(res);
-        http_util_reply_error(req, status == 404 ? 404 : status == 504 ? 504 : 500,
-                              "cannot create sandbox: %s", op->error ? op->error : "failed");
+        http_util_reply_error(req, lifecycle_create_failed_status(op), "cannot create sandbox: %s",
+                              op->error ? op->error : "failed");
         return;
     }
     if (store_sandbox_get(m->store, op->sandbox_id, &sb) < 0) {

@@ -10,53 +10,82 @@
 #include "shared/event-util.h"
 #include "shared/http-util.h"
 
-struct templates_job {
+/*
+ * Pass-through to the node on a worker (node calls block): the node's status and
+ * JSON body go back to the client as they are.
+ */
+struct relay_job {
     struct evhttp_request *req;
     char *node_socket;
-    char name[64]; /* build: the template; list: "" */
-    json_t *res;
+    char *method, *path;
+    json_t *body, *res;
+    usec_t timeout;
     int status, r;
 };
 
-static void templates_work(void *p)
+static void relay_job_free(struct relay_job *j)
 {
-    struct templates_job *j = p;
-    if (j->name[0]) {
-        j->r = node_client_build_template(j->node_socket, j->name, &j->status, &j->res);
-    } else {
-        j->r = node_client_call(j->node_socket, "GET", "/v1/templates", NULL, &j->status,
-                                &j->res);
-    }
+    json_decref(j->body);
+    json_decref(j->res);
+    free(j->node_socket);
+    free(j->method);
+    free(j->path);
+    free(j);
 }
 
-static void templates_done(void *p)
+static void relay_work(void *p)
 {
-    struct templates_job *j = p;
+    struct relay_job *j = p;
+    j->r = node_client_call(j->node_socket, j->method, j->path, j->body, j->timeout, &j->status,
+                            &j->res);
+}
+
+static void relay_done(void *p)
+{
+    struct relay_job *j = p;
     if (j->r < 0) {
         http_util_reply_error(j->req, 502, "node unreachable: %s", strerror(-j->r));
     } else {
         http_util_reply_json(j->req, j->status, TAKE_PTR(j->res));
     }
-    json_decref(j->res);
-    free(j->node_socket);
-    free(j);
+    relay_job_free(j);
 }
 
-static void templates_relay(struct request_ctx *c, const char *build_name)
+void http_relay_to_node(struct request_ctx *c, const char *method, const char *path, json_t *body,
+                        usec_t timeout)
 {
-    struct templates_job *j = calloc(1, sizeof(*j));
-    if (!j || !(j->node_socket = strdup(c->m->node_socket))) {
-        free(j);
+    struct relay_job *j = calloc(1, sizeof(*j));
+
+    if (!j) {
+        json_decref(body);
         http_util_reply_error(c->req, 500, "out of memory");
         return;
     }
-    j->req = c->req;
-    snprintf(j->name, sizeof(j->name), "%s", build_name ? build_name : "");
-    if (event_util_run_job(c->m->base, &c->m->jobs, templates_work, templates_done, j) < 0) {
-        free(j->node_socket);
-        free(j);
+    *j = (struct relay_job){ .req = c->req, .body = body, .timeout = timeout,
+                             .node_socket = strdup(c->m->node_socket), .method = strdup(method),
+                             .path = strdup(path) };
+    if (!j->node_socket || !j->method || !j->path) {
+        relay_job_free(j);
+        http_util_reply_error(c->req, 500, "out of memory");
+        return;
+    }
+    if (event_util_run_job(c->m->base, &c->m->jobs, relay_work, relay_done, j) < 0) {
+        relay_job_free(j);
         http_util_reply_error(c->req, 500, "cannot start worker");
     }
+}
+
+void http_templates_list(struct request_ctx *c)
+{
+    http_relay_to_node(c, "GET", "/v1/templates", NULL, NODE_CLIENT_TIMEOUT);
+}
+
+void http_template_build(struct request_ctx *c)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/v1/templates/%s/build", c->id);
+    /* A first kernel build takes minutes on small hosts. */
+    http_relay_to_node(c, "POST", path, NULL, 3600 * USEC_PER_SEC);
 }
 
 void http_info(struct request_ctx *c)
@@ -65,16 +94,6 @@ void http_info(struct request_ctx *c)
                          json_pack("{s:s, s:s?, s:s?, s:s}", "version", SPACE_VERSION, "ingress",
                                    c->m->ingress_listen, "domain", c->m->domain, "store",
                                    store_kind(c->m->store)));
-}
-
-void http_templates_list(struct request_ctx *c)
-{
-    templates_relay(c, NULL);
-}
-
-void http_template_build(struct request_ctx *c)
-{
-    templates_relay(c, c->id);
 }
 
 static json_t *key_to_json(const struct store_api_key *k)

@@ -55,12 +55,8 @@ static void create_waited(struct manager *m, struct evhttp_request *req,
     if (!op) {
         http_util_reply_error(req, 504, "sandbox did not start in time");
     } else if (strcmp(op->state, "succeeded") != 0) {
-        json_error_t err;
-        json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
-        int status = (int)json_integer_value(json_object_get(res, "status"));
-        json_decref(res);
-        http_util_reply_error(req, status == 404 ? 404 : status == 504 ? 504 : 500,
-                              "cannot create sandbox: %s", op->error ? op->error : "failed");
+        http_util_reply_error(req, lifecycle_create_failed_status(op), "cannot create sandbox: %s",
+                              op->error ? op->error : "failed");
     } else {
         reply_sandbox(m, req, 201, op->sandbox_id);
     }
@@ -238,38 +234,10 @@ void http_sandbox_timeout(struct request_ctx *c)
 }
 
 /* exec: relayed to the node, which streams the command through the agent. */
-struct exec_job {
-    struct evhttp_request *req;
-    char *node_socket;
-    char path[128];
-    json_t *body, *res;
-    int status, r;
-};
-
-static void exec_work(void *p)
-{
-    struct exec_job *j = p;
-    j->r = node_client_call(j->node_socket, "POST", j->path, j->body, &j->status, &j->res);
-}
-
-static void exec_done(void *p)
-{
-    struct exec_job *j = p;
-    if (j->r < 0) {
-        http_util_reply_error(j->req, 502, "node unreachable: %s", strerror(-j->r));
-    } else {
-        http_util_reply_json(j->req, j->status, TAKE_PTR(j->res));
-    }
-    json_decref(j->body);
-    json_decref(j->res);
-    free(j->node_socket);
-    free(j);
-}
-
 void http_sandbox_exec(struct request_ctx *c)
 {
     struct store_sandbox sb = { 0 };
-    struct exec_job *j;
+    char path[128];
     json_t *body;
     int r = lifecycle_get_live(c->m, c->id, &sb);
 
@@ -282,22 +250,8 @@ void http_sandbox_exec(struct request_ctx *c)
     if (!body) {
         return;
     }
-    j = calloc(1, sizeof(*j));
-    if (!j || !(j->node_socket = strdup(c->m->node_socket))) {
-        free(j);
-        json_decref(body);
-        http_util_reply_error(c->req, 500, "out of memory");
-        return;
-    }
-    j->req = c->req;
-    j->body = body;
-    snprintf(j->path, sizeof(j->path), "/v1/sandboxes/%s/exec", c->id);
-    if (event_util_run_job(c->m->base, &c->m->jobs, exec_work, exec_done, j) < 0) {
-        http_util_reply_error(c->req, 500, "cannot start worker");
-        json_decref(body);
-        free(j->node_socket);
-        free(j);
-    }
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", c->id);
+    http_relay_to_node(c, "POST", path, body, NODE_CLIENT_TIMEOUT);
 }
 
 void http_operation_get(struct request_ctx *c)

@@ -137,3 +137,13 @@ int lifecycle_set_timeout(struct manager *m, const char *id, int64_t timeout_s, 
     store_sandbox_release(&sb);
     return r;
 }
+
+int lifecycle_create_failed_status(const struct store_operation *op)
+{
+    json_error_t err;
+    json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
+    int status = (int)json_integer_value(json_object_get(res, "status"));
+
+    json_decref(res);
+    return status == 404 || status == 504 ? status : 500;
+}

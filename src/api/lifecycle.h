@@ -27,5 +27,8 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
                      char *ret_op);
 /* The sandbox if it is alive (not killed and not being killed), else -ENOENT. */
 int lifecycle_get_live(struct manager *m, const char *id, struct store_sandbox *ret);
+/* The HTTP status for a failed create operation: the node's 404 (unknown template) and
+ * 504 (guest never ready) pass through; anything else is 500. */
+int lifecycle_create_failed_status(const struct store_operation *op);
 /* Sets end_at = now + timeout_s (extend_only: never earlier than it is). */
 int lifecycle_set_timeout(struct manager *m, const char *id, int64_t timeout_s, bool extend_only);

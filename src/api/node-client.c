@@ -9,24 +9,12 @@
 #include "shared/http-client.h"
 
 #define NODE_MAX_RESPONSE (256u * 1024 * 1024)
-/* A cold boot under TCG with several creates in parallel can take a while. */
-#define NODE_TIMEOUT (180 * USEC_PER_SEC)
 
 int node_client_call(const char *node_socket, const char *method, const char *path, json_t *body,
-                     int *ret_status, json_t **ret_body)
+                     usec_t timeout, int *ret_status, json_t **ret_body)
 {
-    return http_client_unix_json(node_socket, method, path, body, NODE_TIMEOUT, NODE_MAX_RESPONSE,
+    return http_client_unix_json(node_socket, method, path, body, timeout, NODE_MAX_RESPONSE,
                                  ret_status, ret_body);
-}
-
-int node_client_build_template(const char *node_socket, const char *name, int *ret_status,
-                               json_t **ret_body)
-{
-    char path[128];
-    snprintf(path, sizeof(path), "/v1/templates/%s/build", name);
-    /* A first kernel build takes minutes on small hosts. */
-    return http_client_unix_json(node_socket, "POST", path, NULL, 3600 * USEC_PER_SEC,
-                                 NODE_MAX_RESPONSE, ret_status, ret_body);
 }
 
 static char *error_message(json_t *res, int status)
@@ -65,9 +53,11 @@ int node_client_create(const char *node_socket, const struct store_sandbox *sb,
     }
     /* 409: the node is still creating this id (we are re-running the operation after a
      * restart of space-api); wait for that create to finish instead of failing. */
-    usec_t deadline = now_monotonic() + NODE_TIMEOUT;
+    /* A cold boot under TCG with several creates in parallel can take a while. */
+    usec_t deadline = now_monotonic() + NODE_CLIENT_TIMEOUT;
     for (;;) {
-        r = node_client_call(node_socket, "POST", "/v1/sandboxes", body, &status, &res);
+        r = node_client_call(node_socket, "POST", "/v1/sandboxes", body, NODE_CLIENT_TIMEOUT,
+                             &status, &res);
         if (r < 0 || status != 409 || now_monotonic() >= deadline) {
             break;
         }
@@ -102,7 +92,7 @@ int node_client_kill(const char *node_socket, const char *id, int *ret_status, c
 
     *ret_error = NULL;
     snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
-    r = node_client_call(node_socket, "DELETE", path, NULL, &status, &res);
+    r = node_client_call(node_socket, "DELETE", path, NULL, NODE_CLIENT_TIMEOUT, &status, &res);
     if (r < 0) {
         *ret_status = 502;
         *ret_error = strdup(strerror(-r));
@@ -121,7 +111,8 @@ int node_client_list(const char *node_socket, json_t **ret)
 {
     json_t *res = NULL;
     int status = 0;
-    int r = node_client_call(node_socket, "GET", "/v1/sandboxes", NULL, &status, &res);
+    int r = node_client_call(node_socket, "GET", "/v1/sandboxes", NULL, NODE_CLIENT_TIMEOUT,
+                             &status, &res);
     if (r < 0) {
         return r;
     }

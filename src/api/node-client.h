@@ -18,9 +18,11 @@ int node_client_create(const char *node_socket, const struct store_sandbox *sb,
 int node_client_kill(const char *node_socket, const char *id, int *ret_status, char **ret_error);
 /* The node's sandboxes: *ret is a JSON array of node sandbox objects. */
 int node_client_list(const char *node_socket, json_t **ret);
-/* Builds (or confirms cached) template name on the node; may take many minutes. */
-int node_client_build_template(const char *node_socket, const char *name, int *ret_status,
-                               json_t **ret_body);
-/* Any node route, for pass-through conveniences (exec, templates). */
+#include "basic/time-util.h"
+
+/* The deadline of ordinary node calls; a template build passes a longer one. */
+#define NODE_CLIENT_TIMEOUT (180 * USEC_PER_SEC)
+
+/* Any node route, for pass-through conveniences (exec, templates, template builds). */
 int node_client_call(const char *node_socket, const char *method, const char *path, json_t *body,
-                     int *ret_status, json_t **ret_body);
+                     usec_t timeout, int *ret_status, json_t **ret_body);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "api/manager.h"
+#include "basic/time-util.h"
 
 struct request_ctx {
     struct manager *m;
@@ -21,6 +22,11 @@ struct request_ctx {
 int routes_status_from_errno(int r);
 /* Query parameter (decoded; caller frees) or NULL. */
 char *routes_query(struct evhttp_request *req, const char *name);
+
+/* Runs method path (body stolen, may be NULL) against the node on a worker and
+ * answers with the node's status and body (http-admin.c). */
+void http_relay_to_node(struct request_ctx *c, const char *method, const char *path, json_t *body,
+                        usec_t timeout);
 
 /* Native v1 (http-sandboxes.c, http-admin.c). */
 void http_sandbox_create(struct request_ctx *c);

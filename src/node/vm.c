@@ -201,19 +201,18 @@ static char *file_tail(const char *dir, const char *name, size_t max)
     return data;
 }
 
-/* One GET /health against the agent; 0 when it answered 2xx. */
-static int vm_probe_agent(struct vm *vm, usec_t timeout)
+/* One request to the agent over the sandbox's link; 0 when it answered 2xx. */
+static int vm_agent_request(struct vm *vm, const struct http_request *req, usec_t connect_timeout,
+                            usec_t timeout)
 {
-    struct http_request req = { .method = "GET", .path = "/health" };
     int fd = -EBADF, status = 0;
     int r;
 
-    r = runtime_connect(vm->rt, AGENT_PORT, timeout, &fd);
+    r = runtime_connect(vm->rt, AGENT_PORT, connect_timeout, &fd);
     if (r < 0) {
         return r;
     }
-    r = http_client_request(fd, &req, now_monotonic() + 2 * USEC_PER_SEC, &status, NULL, NULL,
-                            NULL);
+    r = http_client_request(fd, req, now_monotonic() + timeout, &status, NULL, NULL, NULL);
     close_safe(fd);
     if (r < 0) {
         return r;
@@ -227,20 +226,7 @@ static int vm_post_init(struct vm *vm)
     const char *headers[] = { "Content-Type: application/json", NULL };
     struct http_request req = { .method = "POST", .path = "/init", .headers = headers,
                                 .body = vm->init_json, .body_len = strlen(vm->init_json) };
-    int fd = -EBADF, status = 0;
-    int r;
-
-    r = runtime_connect(vm->rt, AGENT_PORT, 2 * USEC_PER_SEC, &fd);
-    if (r < 0) {
-        return r;
-    }
-    r = http_client_request(fd, &req, now_monotonic() + 10 * USEC_PER_SEC, &status, NULL, NULL,
-                            NULL);
-    close_safe(fd);
-    if (r < 0) {
-        return r;
-    }
-    return status >= 200 && status < 300 ? 0 : -EPROTO;
+    return vm_agent_request(vm, &req, 2 * USEC_PER_SEC, 10 * USEC_PER_SEC);
 }
 
 static int vm_wait_ready(const struct vm_host *host, struct vm *vm)
@@ -251,7 +237,8 @@ static int vm_wait_ready(const struct vm_host *host, struct vm *vm)
         if (!runtime_alive(vm->rt)) {
             return -ECHILD;
         }
-        if (vm_probe_agent(vm, 50 * USEC_PER_MSEC) == 0) {
+        struct http_request health = { .method = "GET", .path = "/health" };
+        if (vm_agent_request(vm, &health, 50 * USEC_PER_MSEC, 2 * USEC_PER_SEC) == 0) {
             return 0;
         }
         if (now_monotonic() >= deadline) {
