@@ -36,6 +36,146 @@ static void reply_errno(struct evhttp_request *req, int r, const char *what, con
     }
 }
 
+/* 501 with E2B's error shape; the SDK raises it instead of reading a 404 as "false". */
+static void reply_not_implemented(struct evhttp_request *req, const char *feature)
+{
+    http_util_reply_error(req, 501, "%s is not implemented in space yet", feature);
+}
+
+
+#define CREATE_FIELDS                                                                            \
+    "templateID timeout metadata envVars secure allow_internet_access network autoPause "      \
+    "autoPauseMemory autoResume mcp iam volumeMounts"
+#define NETWORK_FIELDS \
+    "allowOut denyOut egressProxy rules allowPublicTraffic maskRequestHost httpsPorts"
+
+static bool is_empty(json_t *v)
+{
+    return !v || json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0) ||
+           (json_is_object(v) && json_object_size(v) == 0);
+}
+
+/* A field that must be a boolean (or null/absent); *ret is false when absent. */
+static bool get_bool(struct evhttp_request *req, json_t *obj, const char *field, bool *ret)
+{
+    json_t *v = json_object_get(obj, field);
+    if (v && !json_is_null(v) && !json_is_boolean(v)) {
+        http_util_reply_error(req, 400, "'%s' must be a boolean", field);
+        return false;
+    }
+    *ret = v && json_is_true(v);
+    return true;
+}
+
+/*
+ * Every create field is honoured or refused (issue 7 "no silent drops"; e2b-compat.md §11):
+ * 400 when malformed or unknown, 501 naming the feature space does not have yet. Returns
+ * false once it has replied.
+ */
+static bool check_create_fields(struct evhttp_request *req, json_t *body)
+{
+    json_t *network = json_object_get(body, "network"), *v;
+    bool b, pause = false;
+
+    if (!routes_check_fields(req, body, "the create request", CREATE_FIELDS)) {
+        return false;
+    }
+    /* secure: space always issues an envd access token, which is what true asks for; false
+     * only means the caller does not need one. */
+    if (!get_bool(req, body, "secure", &b) || !get_bool(req, body, "allow_internet_access", &b)) {
+        return false;
+    }
+    /* allow_internet_access: false is what every sandbox has today (no egress at all); true,
+     * Python's default, is accepted so default creates work, and getInfo reports false. */
+    if (!get_bool(req, body, "autoPause", &pause)) {
+        return false;
+    }
+    if (pause) {
+        reply_not_implemented(req, "pausing at timeout (autoPause, lifecycle.onTimeout: "
+                                   "\"pause\"); without it the sandbox would be killed");
+        return false;
+    }
+    v = json_object_get(body, "autoPauseMemory");
+    if (v && !json_is_null(v)) {
+        http_util_reply_error(req, 400, "'autoPauseMemory' needs 'autoPause': true");
+        return false;
+    }
+    v = json_object_get(body, "autoResume");
+    if (v && !json_is_null(v)) {
+        if (!json_is_object(v) || !routes_check_fields(req, v, "'autoResume'", "enabled")) {
+            if (!json_is_object(v)) {
+                http_util_reply_error(req, 400, "'autoResume' must be an object {enabled}");
+            }
+            return false;
+        }
+        if (!get_bool(req, v, "enabled", &b)) {
+            return false;
+        }
+        if (b) {
+            reply_not_implemented(req, "auto-resume on traffic (lifecycle.autoResume)");
+            return false;
+        }
+    }
+    if (!is_empty(json_object_get(body, "mcp"))) {
+        reply_not_implemented(req, "the MCP gateway (mcp)");
+        return false;
+    }
+    v = json_object_get(body, "iam");
+    if (v && !json_is_null(v) &&
+        (!json_is_object(v) || !routes_check_fields(req, v, "'iam'", "tokens"))) {
+        if (!json_is_object(v)) {
+            http_util_reply_error(req, 400, "'iam' must be an object {tokens}");
+        }
+        return false;
+    }
+    if (v && !is_empty(json_object_get(v, "tokens"))) {
+        reply_not_implemented(req, "workload identity tokens (iam.tokens)");
+        return false;
+    }
+    v = json_object_get(body, "volumeMounts");
+    if (v && !json_is_null(v) && !json_is_array(v)) {
+        http_util_reply_error(req, 400, "'volumeMounts' must be an array");
+        return false;
+    }
+    if (!is_empty(v)) {
+        reply_not_implemented(req, "volumes (volumeMounts)");
+        return false;
+    }
+    if (!network || json_is_null(network)) {
+        return true;
+    }
+    if (!json_is_object(network)) {
+        http_util_reply_error(req, 400, "'network' must be an object");
+        return false;
+    }
+    if (!routes_check_fields(req, network, "'network'", NETWORK_FIELDS)) {
+        return false;
+    }
+    static const char *const egress[] = { "allowOut", "denyOut", "egressProxy", "rules",
+                                          "maskRequestHost", "httpsPorts" };
+    for (size_t i = 0; i < ARRAY_SIZE(egress); i++) {
+        if (!is_empty(json_object_get(network, egress[i]))) {
+            char what[96];
+            snprintf(what, sizeof(what), "egress network policy (network.%s)", egress[i]);
+            reply_not_implemented(req, what);
+            return false;
+        }
+    }
+    v = json_object_get(network, "allowPublicTraffic");
+    if (v && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            http_util_reply_error(req, 400, "'network.allowPublicTraffic' must be a boolean");
+            return false;
+        }
+        if (json_is_false(v)) {
+            reply_not_implemented(req, "private user ports (network.allowPublicTraffic: false, "
+                                       "the e2b-traffic-access-token check)");
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Renders the sandbox once its create operation has finished. */
 static void create_finished(struct manager *m, struct evhttp_request *req,
                             const struct store_operation *op, void *userdata)
@@ -70,6 +210,9 @@ void e2b_sandbox_create(struct request_ctx *c)
     body = http_util_body_json(c->req);
     if (!body) {
         return;
+    }
+    if (!check_create_fields(c->req, body)) {
+        goto out;
     }
     const char *template_id = json_string_value(json_object_get(body, "templateID"));
     if (!template_id || !template_name_is_valid(template_id)) {
@@ -121,7 +264,12 @@ void e2b_sandbox_get(struct request_ctx *c)
         reply_errno(c->req, r, "get", c->id);
         return;
     }
-    http_util_reply_json(c->req, 200, sandbox_to_e2b_detail(&sb, c->m->domain));
+    json_t *detail = sandbox_to_e2b_detail(&sb, c->m->domain);
+    /* The truth, whatever the create asked: no sandbox has outbound network yet (§11). */
+    if (detail && !json_object_get(detail, "allowInternetAccess")) {
+        json_object_set_new(detail, "allowInternetAccess", json_false());
+    }
+    http_util_reply_json(c->req, 200, detail);
     store_sandbox_release(&sb);
 }
 
@@ -151,16 +299,21 @@ void e2b_sandbox_kill(struct request_ctx *c)
 }
 
 /* Reads an integer field of the body (seconds); replies 400 when it is missing or invalid. */
-static int body_seconds(struct request_ctx *c, const char *field, bool required, int64_t *ret)
+static int body_seconds(struct request_ctx *c, const char *field, bool required, const char *known,
+                        int64_t *ret)
 {
     json_t *body = http_util_body_json(c->req), *t;
+    bool memory;
     int r = 0;
 
     if (!body) {
         return -EINVAL;
     }
     t = json_object_get(body, field);
-    if (!t && !required) {
+    if (!routes_check_fields(c->req, body, "the request", known) ||
+        !get_bool(c->req, body, "memory", &memory)) {
+        r = -EINVAL; /* memory: only a resume reads it, and a running sandbox needs none */
+    } else if (!t && !required) {
         r = 0;
     } else if (!json_is_integer(t) || json_integer_value(t) < 0) {
         http_util_reply_error(c->req, 400, "'%s' must be a non-negative integer of seconds",
@@ -177,7 +330,7 @@ static int body_seconds(struct request_ctx *c, const char *field, bool required,
 void e2b_sandbox_timeout(struct request_ctx *c)
 {
     int64_t timeout = 0;
-    if (body_seconds(c, "timeout", true, &timeout) < 0) {
+    if (body_seconds(c, "timeout", true, "timeout", &timeout) < 0) {
         return;
     }
     int r = lifecycle_set_timeout(c->m, c->id, timeout, false);
@@ -191,7 +344,7 @@ void e2b_sandbox_timeout(struct request_ctx *c)
 void e2b_sandbox_refresh(struct request_ctx *c)
 {
     int64_t duration = 0;
-    if (body_seconds(c, "duration", false, &duration) < 0) {
+    if (body_seconds(c, "duration", false, "duration", &duration) < 0) {
         return;
     }
     int r = lifecycle_set_timeout(c->m, c->id, duration, true);
@@ -208,7 +361,7 @@ void e2b_sandbox_connect(struct request_ctx *c)
     int64_t timeout = c->m->default_timeout_s;
     int r;
 
-    if (body_seconds(c, "timeout", false, &timeout) < 0) {
+    if (body_seconds(c, "timeout", false, "timeout memory", &timeout) < 0) {
         return;
     }
     /* Running: connect only ever extends the time to live (§3.4). Paused comes later. */
@@ -227,7 +380,15 @@ void e2b_sandbox_connect(struct request_ctx *c)
 void e2b_sandbox_resume(struct request_ctx *c)
 {
     struct store_sandbox sb = { 0 };
-    int r = lifecycle_get_live(c->m, c->id, &sb);
+    json_t *body = http_util_body_json(c->req);
+    bool ok = body && routes_check_fields(c->req, body, "the request", "timeout autoPause memory");
+    int r;
+
+    json_decref(body);
+    if (!ok) {
+        return;
+    }
+    r = lifecycle_get_live(c->m, c->id, &sb);
     if (r < 0) {
         reply_errno(c->req, r, "resume", c->id);
         return;
@@ -263,8 +424,17 @@ void e2b_sandbox_logs(struct request_ctx *c)
 
 void e2b_not_implemented(struct request_ctx *c)
 {
-    http_util_reply_error(c->req, 501, "%s is not implemented yet in space",
-                          http_util_path(c->req));
+    /* A sandbox that does not exist is a 404 first, as on every sandbox route. */
+    if (c->id) {
+        struct store_sandbox sb = { 0 };
+        int r = lifecycle_get_live(c->m, c->id, &sb);
+        if (r < 0) {
+            reply_errno(c->req, r, "find", c->id);
+            return;
+        }
+        store_sandbox_release(&sb);
+    }
+    reply_not_implemented(c->req, c->feature ? c->feature : http_util_path(c->req));
 }
 
 /*

@@ -90,6 +90,10 @@ void http_sandbox_create(struct request_ctx *c)
     if (!body) {
         return;
     }
+    if (!routes_check_fields(c->req, body, "the create request",
+                             "template vcpus memory_mb disk_mb timeout_s metadata env")) {
+        goto out;
+    }
     t = json_object_get(body, "template");
     if (t && (!json_is_string(t) || !template_name_is_valid(json_string_value(t)))) {
         http_util_reply_error(c->req, 400, "invalid 'template'");
@@ -219,6 +223,10 @@ void http_sandbox_timeout(struct request_ctx *c)
     int64_t t = -1;
 
     if (!body) {
+        return;
+    }
+    if (!routes_check_fields(c->req, body, "the request", "timeout_s")) {
+        json_decref(body);
         return;
     }
     if (body_int(c, body, "timeout_s", 0, c->m->max_timeout_s, &t) >= 0) {

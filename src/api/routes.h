@@ -16,12 +16,20 @@ struct request_ctx {
     struct evhttp_request *req;
     const char *id;   /* the {id} path segment, validated when the route names one */
     bool admin;       /* came in on the local Unix socket */
+    const char *feature; /* what a 501 route lacks (e2b_not_implemented) */
 };
 
 /* HTTP status for a negative errno from the store/controller. */
 int routes_status_from_errno(int r);
 /* Query parameter (decoded; caller frees) or NULL. */
 char *routes_query(struct evhttp_request *req, const char *name);
+
+/* The first key of obj not in known (space-separated names), or NULL. Unknown fields are
+ * refused, never ignored (issue 7 "no silent drops"). */
+const char *routes_unknown_field(json_t *obj, const char *known);
+/* Replies 400 naming the unknown field and returns false when obj has one. */
+bool routes_check_fields(struct evhttp_request *req, json_t *obj, const char *what,
+                         const char *known);
 
 /* Runs method path (body stolen, may be NULL) against the node on a worker and
  * answers with the node's status and body (http-admin.c). */

@@ -149,7 +149,7 @@ def test_bad_input_and_auth(plat):
         assert r.status_code == 400 and r.json()["code"] == 400, body
     r = e2b(plat, "POST", "/v2/sandboxes", json={"templateID": "missing"})
     assert r.status_code == 404 and r.json()["code"] == 404
-    assert e2b(plat, "GET", "/sandboxes/NOT-AN-ID").status_code == 400
+    assert e2b(plat, "GET", "/sandboxes/NOT-AN-ID").status_code == 404
     assert e2b(plat, "GET", "/v2/sandboxes", params={"limit": 0}).status_code == 400
     assert e2b(plat, "GET", "/v2/sandboxes", params={"state": "weird"}).status_code == 400
     r = e2b(plat, "POST", "/v2/sandboxes", data="x" * (2 << 20))
@@ -185,7 +185,7 @@ def test_native_operations_and_keys(plat):
     status, res = plat.admin("GET", f"/v1/sandboxes/{sid}")
     assert status == 200 and res["state"] == "killed"
     assert plat.admin("GET", "/v1/operations/" + "0" * 32)[0] == 404
-    assert plat.admin("GET", "/v1/operations/xyz")[0] == 400
+    assert plat.admin("GET", "/v1/operations/xyz")[0] == 404
 
 
 def test_cli_over_the_api(plat):

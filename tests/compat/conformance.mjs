@@ -1,0 +1,76 @@
+// The real `e2b` SDK (pinned in package.json) against space-api: what it makes of ids that
+// do not exist (issue 8 point 1) and of features space does not have (issue 7 "no silent
+// drops"): a clear error, never a silent `false` or a silently dropped option.
+// With SPACE_CONFORMANCE_VM=1 it also creates a real sandbox with the SDK's defaults.
+// Prints "ok <name>" per check; the first failure throws and exits non-zero.
+import assert from 'node:assert/strict'
+import { Sandbox, SandboxError, SandboxNotFoundError, Template, Volume, Secret } from 'e2b'
+
+const ok = (name) => console.log(`ok ${name}`)
+
+// Rejects with an SDK error whose message carries the 501 and names the feature.
+async function refused(name, promise, feature) {
+  await assert.rejects(promise, (err) => {
+    assert.ok(err instanceof Error, `${name}: ${err}`)
+    assert.match(String(err.message), /501/, `${name}: ${err.message}`)
+    assert.match(String(err.message).toLowerCase(), feature, `${name}: ${err.message}`)
+    return true
+  })
+  ok(name)
+}
+
+for (const id of ['nonexistingsandbox', 'a'.repeat(20), 'NOT-AN-ID']) {
+  assert.equal(await Sandbox.kill(id), false)
+  await assert.rejects(Sandbox.getInfo(id), SandboxNotFoundError)
+  await assert.rejects(Sandbox.setTimeout(id, 10_000), SandboxNotFoundError)
+  await assert.rejects(Sandbox.connect(id), SandboxNotFoundError)
+  await assert.rejects(Sandbox.getMetrics(id), SandboxNotFoundError)
+  ok(`missing sandbox ${id}: kill is false, the rest SandboxNotFoundError`)
+}
+
+await refused('onTimeout pause', Sandbox.create('base', { lifecycle: { onTimeout: 'pause' } }),
+  /pause/)
+await refused('autoResume', Sandbox.create('base', {
+  lifecycle: { onTimeout: 'pause', autoResume: true },
+}), /pause/)
+await refused('allowPublicTraffic false', Sandbox.create('base', {
+  network: { allowPublicTraffic: false },
+}), /allowpublictraffic/)
+await refused('network allowOut', Sandbox.create('base', {
+  network: { allowOut: ['1.1.1.1'] },
+}), /egress/)
+await refused('network denyOut', Sandbox.create('base', {
+  network: { denyOut: ['0.0.0.0/0'] },
+}), /egress/)
+await refused('volumeMounts', Sandbox.create('base', { volumeMounts: { '/data': 'vol' } }),
+  /volume/)
+await refused('mcp', Sandbox.create({ mcp: { exa: { apiKey: 'x' } } }), /mcp/)
+
+// Routes the SDK reads a 404 from as "false" or "not found" must fail loudly instead.
+await refused('deleteSnapshot', Sandbox.deleteSnapshot('snap'), /snapshot/)
+await refused('listSnapshots', Sandbox.listSnapshots().nextItems(), /snapshot/)
+await refused('Template.exists', Template.exists('my-template'), /alias/)
+await refused('Volume.create', Volume.create('vol'), /volume/)
+await refused('Secret.create', Secret.create('s', 'v'), /secret/)
+
+// Every documented list filter passes the server's check (none is rejected as unknown).
+const page = await Sandbox.list({
+  query: { metadata: { a: 'b' }, state: ['running', 'paused'], startedAfter: new Date(0),
+    template: 'base' },
+  limit: 10,
+}).nextItems()
+assert.ok(Array.isArray(page))
+ok('list with every documented filter')
+
+if (process.env.SPACE_CONFORMANCE_VM === '1') {
+  // Default options, exactly as a user's first call: nothing the SDK sends is refused.
+  const sbx = await Sandbox.create()
+  const info = await sbx.getInfo()
+  assert.equal(info.state, 'running')
+  assert.equal(info.allowInternetAccess, false)
+  ok('default create works; getInfo says there is no internet access')
+  assert.equal(await sbx.kill(), true)
+  assert.equal(await Sandbox.kill(sbx.sandboxId), false)
+  ok('kill is true, then false')
+}
+console.log('ok all')
