@@ -18,16 +18,19 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "api/api-listener.h"
 #include "api/auth.h"
 #include "api/controller.h"
 #include "api/ingress.h"
 #include "api/lifecycle.h"
 #include "api/manager.h"
+#include "api/routes.h"
 #include "basic/fd-util.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
+#include "basic/rlimit-util.h"
 #include "basic/socket-util.h"
 
 static const char *arg_data_dir = "/var/lib/space";
@@ -41,6 +44,16 @@ static const char *arg_ingress = NULL;
 static const char *arg_bootstrap_key = NULL;
 static uint32_t arg_max_sandboxes = 64;
 static uint32_t arg_default_timeout = 300;
+static uint32_t arg_max_connections = 0; /* 0: sized from RLIMIT_NOFILE */
+static uint32_t arg_request_timeout = 30;
+
+/* Bounds of both HTTP listeners (issue 7 "bounded daemons"); api-listener.h has the rest. */
+#define API_MAX_HEADERS (64 << 10) /* as the ingress: 64 KiB of request head */
+#define API_MAX_BODY (1 << 20)
+/* Descriptors kept out of every listener's share: store, node clients, workers, logs. */
+#define API_FD_RESERVE 256
+/* The public API's share of the rest; the ingress (2 fds a connection) has its own cap. */
+#define API_FD_SHARE 25
 
 static void help(void)
 {
@@ -56,6 +69,8 @@ static void help(void)
            "  --bootstrap-key FILE    create an API key into FILE if FILE does not exist\n"
            "  --max-sandboxes N       capacity (default 64)\n"
            "  --default-timeout SEC   E2B sandbox timeout (default 300)\n"
+           "  --max-connections N     public API connection cap (default from RLIMIT_NOFILE)\n"
+           "  --request-timeout SEC   time to send a whole request; idle keep-alive (default 30)\n"
            "  --log-level LEVEL\n",
            arg_data_dir, arg_listen, arg_socket, arg_node_socket, arg_tunnel_socket);
 }
@@ -74,6 +89,8 @@ static int parse_args(int argc, char **argv)
         { "bootstrap-key", required_argument, NULL, 'k' },
         { "max-sandboxes", required_argument, NULL, 'm' },
         { "default-timeout", required_argument, NULL, 'T' },
+        { "max-connections", required_argument, NULL, 'C' },
+        { "request-timeout", required_argument, NULL, 'R' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -112,6 +129,13 @@ static int parse_args(int argc, char **argv)
         case 'm':
         case 'T':
             if (parse_u32(optarg, c == 'm' ? &arg_max_sandboxes : &arg_default_timeout) < 0) {
+                return log_error_errno(-EINVAL, "invalid number '%s'", optarg);
+            }
+            break;
+        case 'C':
+        case 'R':
+            if (parse_u32(optarg, c == 'C' ? &arg_max_connections : &arg_request_timeout) < 0 ||
+                (c == 'C' ? arg_max_connections : arg_request_timeout) == 0) {
                 return log_error_errno(-EINVAL, "invalid number '%s'", optarg);
             }
             break;
@@ -193,6 +217,8 @@ static void signal_cb(evutil_socket_t sig, short what, void *userdata)
 int main(int argc, char **argv)
 {
     struct manager m = { 0 };
+    struct api_listener *public_listener = NULL;
+    int64_t nofile;
     char store_url[PATH_MAX + 16], ip[64];
     uint16_t port;
     int fd = -EBADF;
@@ -204,6 +230,11 @@ int main(int argc, char **argv)
         return r < 0 ? 2 : 0;
     }
     signal(SIGPIPE, SIG_IGN);
+    nofile = rlimit_nofile_raise();
+    if (nofile < 0) {
+        log_error_errno((int)nofile, "cannot read RLIMIT_NOFILE: %m");
+        return 1;
+    }
     if (!arg_store) {
         (void)mkdir_p(arg_data_dir, 0700);
         snprintf(store_url, sizeof(store_url), "sqlite:%s/space.db", arg_data_dir);
@@ -242,16 +273,29 @@ int main(int argc, char **argv)
     m.default_timeout_s = arg_default_timeout;
     m.max_timeout_s = 24 * 3600;
     m.max_sandboxes = arg_max_sandboxes;
+    /* evhttp's timeout bounds silence while a request is read or a reply written (not
+     * while a handler runs: evhttp stops reading then); the request deadline bounds the
+     * whole request (api-listener.h). */
+    struct timeval io_timeout = { .tv_sec = arg_request_timeout / 2 ? arg_request_timeout / 2 : 1 };
     for (struct evhttp *h = m.http; h; h = h == m.http ? m.admin_http : NULL) {
-        evhttp_set_max_body_size(h, 1 << 20);
+        evhttp_set_max_headers_size(h, API_MAX_HEADERS);
+        evhttp_set_max_body_size(h, API_MAX_BODY);
+        evhttp_set_timeout_tv(h, &io_timeout);
         evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
                                           EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH | EVHTTP_REQ_HEAD);
     }
     routes_register(&m);
 
-    if (socket_parse_ip_port(arg_listen, ip, sizeof(ip), &port) < 0 ||
-        !evhttp_bind_socket_with_handle(m.http, ip, port)) {
-        r = log_error_errno(-EADDRINUSE, "cannot listen on '%s'", arg_listen);
+    struct api_limits limits = {
+        .max_connections = arg_max_connections
+                               ? arg_max_connections
+                               : rlimit_conn_cap(nofile, API_FD_RESERVE, API_FD_SHARE, 1, 64),
+        .request_deadline = (usec_t)arg_request_timeout * USEC_PER_SEC,
+    };
+    r = api_listener_new(m.base, m.http, arg_listen, &limits, routes_dispatch,
+                         &m.public_listener, &public_listener);
+    if (r < 0) {
+        log_error_errno(r, "cannot listen on '%s': %m", arg_listen);
         goto out;
     }
     /* The admin socket is its owner's alone: it needs no API key. */
@@ -281,8 +325,10 @@ int main(int argc, char **argv)
         log_error_errno(r, "cannot start controller: %m");
         goto out;
     }
-    log_info("ready: api on %s, ingress on %s, admin socket '%s', store %s, node '%s'",
-             arg_listen, arg_ingress ? arg_ingress : "(none)", arg_socket, store_kind(m.store),
+    log_info("ready: api on %s (%u connections, %lld descriptors), ingress on %s, admin socket "
+             "'%s', store %s, node '%s'",
+             arg_listen, limits.max_connections, (long long)nofile,
+             arg_ingress ? arg_ingress : "(none)", arg_socket, store_kind(m.store),
              arg_node_socket);
     event_base_dispatch(m.base);
     r = 0;
@@ -300,9 +346,11 @@ out:
     if (m.sigint) {
         event_free(m.sigint);
     }
+    api_listener_stop(public_listener);
     if (m.http) {
         evhttp_free(m.http);
     }
+    public_listener = api_listener_free(public_listener);
     if (m.admin_http) {
         evhttp_free(m.admin_http);
     }

@@ -323,7 +323,7 @@ static bool authorized(struct request_ctx *c)
     return key && auth_key_verify(c->m->store, key) == 0;
 }
 
-static void dispatch(struct evhttp_request *req, void *userdata)
+void routes_dispatch(struct evhttp_request *req, void *userdata)
 {
     struct listener *l = userdata;
     struct request_ctx c = { .m = l->m, .req = req, .admin = l->admin };
@@ -390,6 +390,6 @@ void routes_register(struct manager *m)
 {
     m->public_listener = (struct listener){ .m = m, .admin = false };
     m->admin_listener = (struct listener){ .m = m, .admin = true };
-    evhttp_set_gencb(m->http, dispatch, &m->public_listener);
-    evhttp_set_gencb(m->admin_http, dispatch, &m->admin_listener);
+    evhttp_set_gencb(m->http, routes_dispatch, &m->public_listener);
+    evhttp_set_gencb(m->admin_http, routes_dispatch, &m->admin_listener);
 }

@@ -19,6 +19,9 @@ struct request_ctx {
     const char *feature; /* what a 501 route lacks (e2b_not_implemented) */
 };
 
+/* The evhttp request callback; userdata is the struct listener it came in on. */
+void routes_dispatch(struct evhttp_request *req, void *userdata);
+
 /* HTTP status for a negative errno from the store/controller. */
 int routes_status_from_errno(int r);
 /* Query parameter (decoded; caller frees) or NULL. */
