@@ -35,7 +35,7 @@ uint32_t rlimit_conn_cap(int64_t nofile, uint32_t reserve, uint32_t share, uint3
     if (per_conn == 0) {
         per_conn = 1;
     }
-    cap = avail > 0 ? avail * share / 100 / per_conn : 0;
+    cap = avail > 0 ? avail / 100 * share / per_conn + avail % 100 * share / 100 / per_conn : 0;
     if (cap > UINT32_MAX) {
         cap = UINT32_MAX;
     }
