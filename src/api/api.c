@@ -5,6 +5,7 @@
  * space-node, and the sandbox ingress. One libevent loop (manager.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/listener.h>
@@ -178,6 +179,58 @@ static int bootstrap_key(struct manager *m, const char *path)
     return r;
 }
 
+static bool has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Makes path (a regular file, not followed if a symlink) 0600 if it exists. */
+static void restrict_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+    if (fd < 0) {
+        if (errno != ENOENT) {
+            log_warning_errno(-errno, "cannot open '%s' to restrict it: %m", path);
+        }
+        return;
+    }
+    if (fchmod(fd, 0600) < 0) {
+        log_warning_errno(-errno, "cannot make '%s' 0600: %m", path);
+    }
+    close(fd);
+}
+
+/*
+ * The store holds API key hashes and envd access tokens: the data dir is 0700 and a SQLite
+ * database with its -wal and -shm files 0600, also when they existed before with looser
+ * modes (issue 7: space.db was 0644 when the data dir existed). Runs before the store is
+ * opened, since SQLite gives new -wal/-shm files the database's mode; the process umask
+ * (077, set in main) covers whatever is created later.
+ */
+static void restrict_store_files(const char *data_dir, const char *store)
+{
+    static const char *const suffixes[] = { "", "-wal", "-shm", "-journal" };
+    char path[PATH_MAX];
+
+    if (data_dir && chmod(data_dir, 0700) < 0) {
+        log_warning_errno(-errno, "cannot make '%s' 0700: %m", data_dir);
+    }
+    if (has_prefix(store, "postgresql://") || has_prefix(store, "postgres://")) {
+        return;
+    }
+    if (has_prefix(store, "sqlite://")) {
+        store += strlen("sqlite://");
+    } else if (has_prefix(store, "sqlite:")) {
+        store += strlen("sqlite:");
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
+        if (snprintf(path, sizeof(path), "%s%s", store, suffixes[i]) < (int)sizeof(path)) {
+            restrict_file(path);
+        }
+    }
+}
+
 /* The ingress asks who a sandbox is, once per connection: a single-row store read. */
 static int ingress_lookup(void *userdata, const char *sandbox_id, struct ingress_target *ret)
 {
@@ -230,6 +283,8 @@ int main(int argc, char **argv)
         return r < 0 ? 2 : 0;
     }
     signal(SIGPIPE, SIG_IGN);
+    /* Nothing space-api writes is for anyone else: store files, keys, sockets (all 0600). */
+    umask(0077);
     nofile = rlimit_nofile_raise();
     if (nofile < 0) {
         log_error_errno((int)nofile, "cannot read RLIMIT_NOFILE: %m");
@@ -239,6 +294,9 @@ int main(int argc, char **argv)
         (void)mkdir_p(arg_data_dir, 0700);
         snprintf(store_url, sizeof(store_url), "sqlite:%s/space.db", arg_data_dir);
         arg_store = store_url;
+        restrict_store_files(arg_data_dir, arg_store);
+    } else {
+        restrict_store_files(NULL, arg_store);
     }
     r = store_open(arg_store, &m.store);
     if (r < 0) {
