@@ -83,6 +83,13 @@ void http_templates_list(struct request_ctx *c)
 void http_template_build(struct request_ctx *c)
 {
     char path[128];
+    json_t *body = http_util_body_json(c->req);
+    bool ok = body && routes_check_fields(c->req, body, "the build request (it takes none)", "");
+
+    json_decref(body);
+    if (!ok) {
+        return;
+    }
     snprintf(path, sizeof(path), "/v1/templates/%s/build", c->id);
     /* A first kernel build takes minutes on small hosts. */
     http_relay_to_node(c, "POST", path, NULL, 3600 * USEC_PER_SEC);
@@ -111,6 +118,9 @@ void http_keys_create(struct request_ctx *c)
 
     if (!body) {
         return;
+    }
+    if (!routes_check_fields(c->req, body, "the key request", "name")) {
+        goto out;
     }
     const char *name = json_string_value(json_object_get(body, "name"));
     if (!name || !*name || strlen(name) > 128) {

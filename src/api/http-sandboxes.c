@@ -258,6 +258,12 @@ void http_sandbox_exec(struct request_ctx *c)
     if (!body) {
         return;
     }
+    /* The node reads exactly these (src/node/http-api.c); anything else would be dropped. */
+    if (!routes_check_fields(c->req, body, "the exec request",
+                             "cmd args env cwd user timeout_ms")) {
+        json_decref(body);
+        return;
+    }
     snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", c->id);
     http_relay_to_node(c, "POST", path, body, NODE_CLIENT_TIMEOUT);
 }

@@ -75,6 +75,9 @@ def test_e2b_create_get_list_kill(plat):
                              {"cmd": "/bin/sh", "args": ["-c", "echo $FOO $E2B_SANDBOX_ID"]})
     assert status == 200, res
     assert base64.b64decode(res["stdout_b64"]).decode() == f"bar {sid}\n"
+    status, res = plat.admin("POST", f"/v1/sandboxes/{sid}/exec",
+                             {"cmd": "/bin/true", "stdin": "dropped?"})
+    assert status == 400 and "'stdin'" in res["message"], res
 
     assert e2b(plat, "DELETE", f"/sandboxes/{sid}").status_code == 204
     r = e2b(plat, "DELETE", f"/sandboxes/{sid}")

@@ -145,6 +145,8 @@ def test_accepted_create_bodies_pass_validation(plat, body):
     ("POST", f"/sandboxes/{WELL_FORMED_MISSING}/resume", {"z": 1}, "'z'"),
     ("POST", "/v1/sandboxes", {"templat": "base"}, "'templat'"),
     ("POST", f"/v1/sandboxes/{WELL_FORMED_MISSING}/timeout", {"timeout": 1}, "'timeout'"),
+    ("POST", "/v1/keys", {"name": "ci", "scope": "all"}, "'scope'"),
+    ("POST", "/v1/templates/base/build", {"force": True}, "'force'"),
 ])
 def test_unknown_body_fields_are_400(plat, method, path, body, needle):
     msg = error(call(plat, method, path, json=body), 400)
