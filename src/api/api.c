@@ -334,7 +334,7 @@ int main(int argc, char **argv)
     /* evhttp's timeout bounds silence while a request is read or a reply written (not
      * while a handler runs: evhttp stops reading then); the request deadline bounds the
      * whole request (api-listener.h). */
-    struct timeval io_timeout = { .tv_sec = arg_request_timeout / 2 ? arg_request_timeout / 2 : 1 };
+    struct timeval io_timeout = { .tv_sec = arg_request_timeout > 1 ? arg_request_timeout / 2 : 1 };
     for (struct evhttp *h = m.http; h; h = h == m.http ? m.admin_http : NULL) {
         evhttp_set_max_headers_size(h, API_MAX_HEADERS);
         evhttp_set_max_body_size(h, API_MAX_BODY);

@@ -1,6 +1,7 @@
 /*
  * libFuzzer target over space-api's own request parsing: route matching of
- * the request path (every pattern of the table), the E2B metadata filter's
+ * the request path (every pattern of the table), the allowlists of query
+ * parameters and fields, the E2B metadata filter's
  * nested decoding, and RFC 3339 times. The handlers' JSON parsing is
  * jansson's; what is ours is fuzzed here. Built only with -Dfuzzers=true.
  */
@@ -15,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char buf[4096], id[256];
+    char buf[4096], id[256] = "";
     char **pairs = NULL;
     int64_t t;
 
@@ -30,6 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             (void)is_hex32(id);
         }
     }
+    /* query and field allowlists (routes.c) */
+    (void)word_in(buf, "metadata");
+    (void)word_in("metadata state limit nextToken", buf);
     if (parse_metadata_filter(buf, &pairs) >= 0) {
         free_strv(pairs);
     }
