@@ -95,8 +95,12 @@ static bool check_create_fields(struct evhttp_request *req, json_t *body)
                                    "\"pause\"); without it the sandbox would be killed");
         return false;
     }
-    v = json_object_get(body, "autoPauseMemory");
-    if (v && !json_is_null(v)) {
+    /* Only meaningful with autoPause: true (refused above); false is what the SDKs could
+     * send alongside autoPause: false, and changes nothing. */
+    if (!get_bool(req, body, "autoPauseMemory", &b)) {
+        return false;
+    }
+    if (b) {
         http_util_reply_error(req, 400, "'autoPauseMemory' needs 'autoPause': true");
         return false;
     }

@@ -130,6 +130,10 @@ def test_create_fields_are_honoured_or_refused(plat, route, body, status, needle
          "envVars": {}, "timeout": 300},
     {"allow_internet_access": False, "network": {"allowPublicTraffic": True}, "mcp": None,
      "iam": None, "volumeMounts": [], "autoResume": {"enabled": False}},
+    # the Python SDK's defaults (2.45): auto_resume is always sent
+    {"secure": True, "allow_internet_access": True, "autoPause": False,
+     "autoResume": {"enabled": None}, "autoPauseMemory": False, "metadata": {}, "envVars": {},
+     "timeout": 300},
 ])
 def test_accepted_create_bodies_pass_validation(plat, body):
     # The node has no template: passing validation shows as "template not found".
