@@ -195,7 +195,10 @@ static void restrict_file(const char *path)
         }
         return;
     }
-    if (fchmod(fd, 0600) < 0) {
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        log_warning("'%s' is not a regular file; left as it is", path);
+    } else if (fchmod(fd, 0600) < 0) {
         log_warning_errno(-errno, "cannot make '%s' 0600: %m", path);
     }
     close(fd);
@@ -357,7 +360,10 @@ int main(int argc, char **argv)
         goto out;
     }
     /* The admin socket is its owner's alone: it needs no API key. */
+    /* Its directory (/run/space, shared with space-node) keeps the usual 0755 if made here. */
+    mode_t old_umask = umask(0022);
     fd = socket_listen_unix(arg_socket, 0600);
+    umask(old_umask);
     if (fd < 0 || !evhttp_accept_socket_with_handle(m.admin_http, fd)) {
         r = log_error_errno(fd < 0 ? fd : -EIO, "cannot listen on '%s': %m", arg_socket);
         goto out;
