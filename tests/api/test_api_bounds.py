@@ -188,6 +188,8 @@ def test_idle_keepalive_connection_is_closed(plat):
 
 def test_2000_idle_connections_cost_nothing(plat):
     pid = plat.api.pid
+    ok_request(plat)
+    rss_before = rss_kib(pid)
     socks = [connect(plat) for _ in range(2000)]
     try:
         time.sleep(0.5)
@@ -199,6 +201,8 @@ def test_2000_idle_connections_cost_nothing(plat):
         print(f"2000 idle connections: request in {took:.3f} s, "
               f"CPU {share:.1%}, RSS {rss_kib(pid)} KiB")
         assert share < 0.05, f"space-api used {share:.0%} of a CPU with 2000 idle connections"
+        grown = rss_kib(pid) - rss_before
+        assert grown < 32 << 10, f"2000 idle connections grew space-api by {grown} KiB"
     finally:
         for s in socks:
             s.close()
