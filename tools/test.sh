@@ -10,6 +10,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/install-deps.sh
+
+# Cheap checks first. The include graph (basic -> shared -> programs) is
+# enforced; formatting (docs/style.md R23) is checked once the tree has been
+# run through tools/check-format.sh --fix, until then only on request.
+/usr/bin/python3 tools/check-includes.py
+if [ "${SPACE_CHECK_FORMAT:-0}" = 1 ]; then
+  bash tools/check-format.sh
+fi
+
 bash tools/setup-datadir.sh
 
 [ -f build/build.ninja ] || meson setup build >&2
