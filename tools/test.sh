@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The README's second command: builds everything twice (gcc release; clang
-# with ASan+UBSan), runs the unit tests on both, the store tests against a
-# throwaway PostgreSQL, the route table against docs/api/openapi.yaml, a
-# bounded run of every fuzzer, and the end-to-end suites (real guests under
+# The README's second command: checks the include graph (and, with
+# SPACE_CHECK_FORMAT=1, the formatting), builds everything twice (gcc
+# release; clang with ASan+UBSan), runs the unit tests on both, the store
+# tests against a throwaway PostgreSQL, the route table against
+# docs/api/openapi.yaml, every fuzzer (its corpus replayed, then a bounded
+# run with a fixed seed: tools/fuzz.sh), and the end-to-end suites (real guests under
 # QEMU, real namespaces, the real e2b SDK) with the sanitized host daemons on
 # SQLite and PostgreSQL. The guest agent comes from the release build: the
 # guest has no sanitizer runtime. Needs root (namespaces, taps, loop mounts).
