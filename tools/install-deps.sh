@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   # build
-  build-essential meson ninja-build pkg-config clang
+  build-essential meson ninja-build pkg-config clang clang-format
   libssl-dev libsqlite3-dev libpq-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler
   libevent-dev libnftables-dev libseccomp-dev libcap-dev libcmocka-dev
   # runtime: VMs, disks, network

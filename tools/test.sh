@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The README's second command: builds everything twice (gcc release; clang
-# with ASan+UBSan), runs the unit tests on both, the store tests against a
-# throwaway PostgreSQL, the route table against docs/api/openapi.yaml, a
-# bounded run of every fuzzer, and the end-to-end suites (real guests under
+# The README's second command: checks the include graph (and, with
+# SPACE_CHECK_FORMAT=1, the formatting), builds everything twice (gcc
+# release; clang with ASan+UBSan), runs the unit tests on both, the store
+# tests against a throwaway PostgreSQL, the route table against
+# docs/api/openapi.yaml, every fuzzer (its corpus replayed, then a bounded
+# run with a fixed seed: tools/fuzz.sh), and the end-to-end suites (real guests under
 # QEMU, real namespaces, the real e2b SDK) with the sanitized host daemons on
 # SQLite and PostgreSQL. The guest agent comes from the release build: the
 # guest has no sanitizer runtime. Needs root (namespaces, taps, loop mounts).
@@ -10,6 +12,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/install-deps.sh
+
+# Cheap checks first. The include graph (basic -> shared -> programs) is
+# enforced; formatting (docs/style.md R23) is checked once the tree has been
+# run through tools/check-format.sh --fix, until then only on request.
+/usr/bin/python3 tools/check-includes.py
+if [ "${SPACE_CHECK_FORMAT:-0}" = 1 ]; then
+  bash tools/check-format.sh
+fi
+
 bash tools/setup-datadir.sh
 
 [ -f build/build.ninja ] || meson setup build >&2

@@ -25,7 +25,17 @@
 #include "filesystem.pb-c.h"
 #include "process.pb-c.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A fixed jansson hash seed, so one -seed gives one run (see fuzz-qmp.c). */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    json_object_seed(1);
+    return 0;
+}
 
 static const void *const requests[] = {
     &process__start_request__descriptor,        &process__connect_request__descriptor,

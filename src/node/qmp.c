@@ -22,24 +22,51 @@ struct qmp {
     struct strbuf in;
 };
 
+int qmp_take_message(struct strbuf *in, json_t **ret)
+{
+    char *nl = in->len ? memchr(in->buf, '\n', in->len) : NULL;
+    json_error_t err;
+    json_t *j;
+    size_t n;
+
+    if (!nl) {
+        return 0;
+    }
+    n = (size_t)(nl - in->buf) + 1;
+    j = json_loadb(in->buf, n, 0, &err);
+    strbuf_consume(in, n);
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        return -EPROTO;
+    }
+    *ret = j;
+    return 1;
+}
+
+int qmp_reply_parse(json_t *msg, json_t **ret_return)
+{
+    if (json_object_get(msg, "event")) {
+        return 1;
+    }
+    if (json_object_get(msg, "error")) {
+        return -EIO;
+    }
+    if (ret_return) {
+        json_t *ret = json_object_get(msg, "return");
+        *ret_return = json_incref(ret ? ret : json_null());
+    }
+    return 0;
+}
+
 /* Reads one line into a new json object. */
 static int qmp_read(struct qmp *q, json_t **ret)
 {
     usec_t deadline = now_monotonic() + q->timeout;
 
     for (;;) {
-        char *nl = q->in.len ? memchr(q->in.buf, '\n', q->in.len) : NULL;
-        if (nl) {
-            json_error_t err;
-            size_t n = (size_t)(nl - q->in.buf) + 1;
-            json_t *j = json_loadb(q->in.buf, n, 0, &err);
-            strbuf_consume(&q->in, n);
-            if (!j || !json_is_object(j)) {
-                json_decref(j);
-                return -EPROTO;
-            }
-            *ret = j;
-            return 0;
+        int r = qmp_take_message(&q->in, ret);
+        if (r != 0) {
+            return r < 0 ? r : 0;
         }
         usec_t now = now_monotonic();
         if (now >= deadline) {
@@ -101,21 +128,12 @@ int qmp_execute(struct qmp *q, const char *command, json_t *args, json_t **ret_r
         if (r < 0) {
             goto out;
         }
-        if (json_object_get(reply, "event")) {
-            reply = (json_decref(reply), NULL);
-            continue;
+        r = qmp_reply_parse(reply, ret_return);
+        if (r != 1) {
+            break;
         }
-        break;
+        reply = (json_decref(reply), NULL);
     }
-    if (json_object_get(reply, "error")) {
-        r = -EIO;
-        goto out;
-    }
-    if (ret_return) {
-        json_t *ret = json_object_get(reply, "return");
-        *ret_return = json_incref(ret ? ret : json_null());
-    }
-    r = 0;
 out:
     free(text);
     json_decref(req);

@@ -15,7 +15,17 @@
 #include "shared/connect.h"
 #include "shared/json-util.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A fixed jansson hash seed, so one -seed gives one run (see fuzz-qmp.c). */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    json_object_seed(1);
+    return 0;
+}
 
 static void poke_json(const uint8_t *p, size_t n)
 {

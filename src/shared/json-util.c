@@ -69,7 +69,8 @@ static int number_value(const json_t *v, int64_t *ret)
     }
     if (json_is_real(v)) {
         double d = json_real_value(v);
-        if (d != (double)(int64_t)d) {
+        /* Range first: casting a double outside int64_t is undefined (4942e91, NaN). */
+        if (!(d >= -0x1p63 && d < 0x1p63) || d != (double)(int64_t)d) {
             return -EINVAL;
         }
         *ret = (int64_t)d;

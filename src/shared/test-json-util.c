@@ -39,6 +39,20 @@ static void test_json_util_getters(void **state)
     assert_int_equal(json_util_get_string(o, "missing", NULL, &s), -ENOENT);
     assert_int_equal(json_util_get_u32(o, "str", NULL, &u), -EINVAL);
     json_decref(o);
+
+    /* Reals: whole ones in range are integers; the rest, however large, are refused. */
+    o = json_loads("{\"whole\":3.0,\"frac\":2.5,\"huge\":4942e91,\"edge\":9223372036854775808.0,"
+                   "\"neg\":-1e300}",
+                   0, NULL);
+    assert_non_null(o);
+    assert_int_equal(json_util_get_i64(o, "whole", NULL, &i), 0);
+    assert_int_equal(i, 3);
+    assert_int_equal(json_util_get_i64(o, "frac", NULL, &i), -EINVAL);
+    assert_int_equal(json_util_get_i64(o, "huge", NULL, &i), -EINVAL);
+    assert_int_equal(json_util_get_u32(o, "huge", NULL, &u), -EINVAL);
+    assert_int_equal(json_util_get_i64(o, "edge", NULL, &i), -EINVAL);
+    assert_int_equal(json_util_get_i64(o, "neg", NULL, &i), -EINVAL);
+    json_decref(o);
 }
 
 static void test_json_util_bytes(void **state)
