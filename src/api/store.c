@@ -24,8 +24,10 @@
  * validated to be strings, json_each()'s typed values and jsonb ->>'s text
  * agree.
  *
- * Listing: rows come ordered by (created_at, id). after_id names the last
- * row of the previous page; its created_at is looked up first, so an
+ * Listing: rows come ordered by (created_at, id), ascending or (descending)
+ * newest first; the id breaks ties so the order is total and pages are
+ * stable. after_id names the last row of the previous page, in the same
+ * direction; its created_at is looked up first, so an
  * after_id whose row no longer exists is -ENOENT rather than a silently
  * empty page. Rows whose observed state is "killed" are left out unless
  * include_killed is set, whatever the states filter says. A metadata pair is
@@ -241,7 +243,7 @@ static int api_key_validate(const struct store_api_key *key)
 
 static int filter_validate(const struct store_sandbox_filter *f)
 {
-    if (!text_ok(f->after_id, false)) {
+    if (!text_ok(f->after_id, false) || !text_ok(f->template_id, false)) {
         return -EINVAL;
     }
     for (size_t i = 0; f->states && f->states[i]; i++) {
@@ -928,7 +930,7 @@ int store_sandbox_list_query(const struct store_sandbox_filter *f, int64_t curso
     if (n_states > STORE_MAX_PARAMS || n_metadata > STORE_MAX_PARAMS / 2) {
         return -EINVAL;
     }
-    max_params = n_states + 2 * n_metadata + 3;
+    max_params = n_states + 2 * n_metadata + 6;
     if (max_params > STORE_MAX_PARAMS) {
         return -EINVAL;
     }
@@ -988,16 +990,49 @@ int store_sandbox_list_query(const struct store_sandbox_filter *f, int64_t curso
             goto fail;
         }
     }
-    if (f->after_id) {
-        q.params[q.n_params++] = STORE_PARAM_INT(cursor_created_at);
-        q.params[q.n_params++] = STORE_PARAM_TEXT(f->after_id);
-        r = strbuf_appendf(&sql, " AND (created_at > $%zu OR (created_at = $%zu AND id > $%zu))",
-                           q.n_params - 1, q.n_params - 1, q.n_params);
+    if (f->hide_dying) {
+        r = strbuf_appends(&sql, " AND desired_state <> 'killed'");
         if (r < 0) {
             goto fail;
         }
     }
-    r = strbuf_appends(&sql, " ORDER BY created_at, id");
+    if (f->template_id) {
+        q.params[q.n_params++] = STORE_PARAM_TEXT(f->template_id);
+        r = strbuf_appendf(&sql, " AND (template_id = $%zu OR alias = $%zu)", q.n_params,
+                           q.n_params);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    if (f->started_after) {
+        q.params[q.n_params++] = STORE_PARAM_INT(*f->started_after);
+        r = strbuf_appendf(&sql, " AND created_at >= $%zu", q.n_params);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    if (f->started_before) {
+        q.params[q.n_params++] = STORE_PARAM_INT(*f->started_before);
+        r = strbuf_appendf(&sql, " AND created_at < $%zu", q.n_params);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    if (f->after_id) {
+        /* Strictly after the cursor row in the listing's own direction, so a page never
+         * repeats or skips a row, even among rows sharing a created_at. */
+        const char op = f->descending ? '<' : '>';
+
+        q.params[q.n_params++] = STORE_PARAM_INT(cursor_created_at);
+        q.params[q.n_params++] = STORE_PARAM_TEXT(f->after_id);
+        r = strbuf_appendf(&sql, " AND (created_at %c $%zu OR (created_at = $%zu AND id %c $%zu))",
+                           op, q.n_params - 1, q.n_params - 1, op, q.n_params);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    r = strbuf_appends(&sql, f->descending ? " ORDER BY created_at DESC, id DESC"
+                                           : " ORDER BY created_at, id");
     if (r < 0) {
         goto fail;
     }

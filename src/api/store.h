@@ -50,9 +50,14 @@ struct store_sandbox {
 struct store_sandbox_filter {
     const char *const *states;   /* NULL-terminated; NULL = any */
     const char *const *metadata; /* NULL-terminated "key=value" pairs, all must match; NULL = any */
+    const char *template_id;     /* rows whose template_id or alias equals it; NULL = any */
+    const int64_t *started_after;  /* created_at >= *started_after; NULL = unbounded */
+    const int64_t *started_before; /* created_at < *started_before; NULL = unbounded */
     bool include_killed;         /* killed rows are hidden unless asked for */
-    const char *after_id;        /* pagination: rows ordered by (created_at, id), strictly after
-                                    this id's position; NULL = from the start */
+    bool hide_dying;             /* also hide rows whose desired_state is killed (being killed) */
+    bool descending;             /* newest first: (created_at, id) descending */
+    const char *after_id;        /* pagination: rows strictly after this id's position in the
+                                    order above (either direction); NULL = from the start */
     size_t limit;                /* 0 = no limit */
 };
 

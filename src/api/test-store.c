@@ -507,6 +507,118 @@ static void test_store_sandbox_list_pagination(void **state)
     }
 }
 
+/* Pages through f (its after_id and limit are overwritten) and returns every id seen. */
+static size_t list_all_pages(struct store *s, struct store_sandbox_filter f, size_t page,
+                             char ids[][21], size_t max)
+{
+    char last[21] = "";
+    size_t seen = 0;
+
+    f.limit = page;
+    f.after_id = NULL;
+    for (;;) {
+        struct store_sandbox *list = NULL;
+        size_t n = 0;
+
+        assert_int_equal(store_sandbox_list(s, &f, &list, &n), 0);
+        if (n == 0) {
+            break;
+        }
+        assert_true(n <= page);
+        for (size_t i = 0; i < n; i++) {
+            assert_true(seen < max);
+            snprintf(ids[seen++], 21, "%s", list[i].id);
+        }
+        snprintf(last, sizeof(last), "%s", list[n - 1].id);
+        f.after_id = last;
+        store_sandbox_list_free(list, n);
+    }
+    return seen;
+}
+
+static void test_store_sandbox_list_order_and_filters(void **state)
+{
+    struct store *s = S(state);
+    char asc[12][21], desc[12][21], got[12][21];
+    size_t n_asc, n_desc;
+
+    /* Pairs share a created_at and ids run against insertion order within a pair. */
+    for (size_t i = 0; i < 12; i++) {
+        char id[21];
+        struct store_sandbox sb;
+
+        snprintf(id, sizeof(id), "sb%018zu", 100 - i);
+        sb = sandbox(id, 1000 + (int64_t)(i / 2), "running");
+        sb.template_id = i % 3 == 0 ? "python" : "base";
+        sb.alias = i % 4 == 1 ? "tpl-alias" : NULL;
+        sb.desired_state = i == 7 ? "killed" : "running";
+        assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    }
+
+    /* Descending is exactly ascending reversed, and pages (of any size) follow it. */
+    n_asc = list_all_pages(s, (struct store_sandbox_filter){ 0 }, 100, asc, 12);
+    n_desc = list_all_pages(s, (struct store_sandbox_filter){ .descending = true }, 100, desc, 12);
+    assert_int_equal(n_asc, 12);
+    assert_int_equal(n_desc, 12);
+    for (size_t i = 0; i < 12; i++) {
+        assert_string_equal(asc[i], desc[11 - i]);
+    }
+    /* Within a created_at the id decides: ascending, the smaller id first. */
+    assert_true(strcmp(asc[0], asc[1]) < 0);
+    for (size_t page = 1; page <= 5; page++) {
+        assert_int_equal(
+            list_all_pages(s, (struct store_sandbox_filter){ .descending = true }, page, got, 12),
+            12);
+        for (size_t i = 0; i < 12; i++) {
+            assert_string_equal(got[i], desc[i]);
+        }
+        assert_int_equal(list_all_pages(s, (struct store_sandbox_filter){ 0 }, page, got, 12), 12);
+        for (size_t i = 0; i < 12; i++) {
+            assert_string_equal(got[i], asc[i]);
+        }
+    }
+
+    /* template matches template_id or alias: i = 0,3,6,9 (python) and 1,5,9 (alias). */
+    assert_list(s,
+                &(struct store_sandbox_filter){ .template_id = "python", .descending = true },
+                (const char *[]){ "sb000000000000000091", "sb000000000000000094",
+                                  "sb000000000000000097", "sb000000000000000100", NULL });
+    assert_list(s, &(struct store_sandbox_filter){ .template_id = "tpl-alias" },
+                (const char *[]){ "sb000000000000000099", "sb000000000000000095",
+                                  "sb000000000000000091", NULL });
+    assert_list(s, &(struct store_sandbox_filter){ .template_id = "nope" },
+                (const char *[]){ NULL });
+
+    /* Time bounds: created_at >= after, < before (1000 + i/2). */
+    assert_list(s,
+                &(struct store_sandbox_filter){ .started_after = &(int64_t){ 1004 },
+                                                .started_before = &(int64_t){ 1005 } },
+                (const char *[]){ "sb000000000000000091", "sb000000000000000092", NULL });
+    assert_list(s, &(struct store_sandbox_filter){ .started_after = &(int64_t){ 1006 } },
+                (const char *[]){ NULL });
+    assert_list(s, &(struct store_sandbox_filter){ .started_before = &(int64_t){ 1000 } },
+                (const char *[]){ NULL });
+    assert_list(s,
+                &(struct store_sandbox_filter){ .started_before = &(int64_t){ 1001 },
+                                                .descending = true },
+                (const char *[]){ "sb000000000000000100", "sb000000000000000099", NULL });
+
+    /* hide_dying leaves out i = 7 (desired killed), and pages stay full without it. */
+    n_desc = list_all_pages(s, (struct store_sandbox_filter){ .hide_dying = true,
+                                                              .descending = true },
+                            3, got, 12);
+    assert_int_equal(n_desc, 11);
+    for (size_t i = 0; i < n_desc; i++) {
+        assert_string_not_equal(got[i], "sb000000000000000093");
+    }
+
+    /* A descending cursor composes with filters. */
+    assert_list(s,
+                &(struct store_sandbox_filter){ .template_id = "python", .descending = true,
+                                                .after_id = "sb000000000000000094" },
+                (const char *[]){ "sb000000000000000097", "sb000000000000000100", NULL });
+}
+
 static void test_store_operations(void **state)
 {
     struct store *s = S(state);
@@ -916,6 +1028,8 @@ static void test_store_pg_reconnect(void **state)
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_states, setup, teardown),          \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_metadata, setup, teardown),        \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_pagination, setup, teardown),      \
+        cmocka_unit_test_setup_teardown(test_store_sandbox_list_order_and_filters, setup,           \
+                                        teardown),                                                 \
         cmocka_unit_test_setup_teardown(test_store_operations, setup, teardown),                   \
         cmocka_unit_test_setup_teardown(test_store_api_keys, setup, teardown),                     \
         cmocka_unit_test_setup_teardown(test_store_transactions, setup, teardown),                 \
