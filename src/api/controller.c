@@ -18,6 +18,15 @@
 
 #define TICK_USEC (1 * USEC_PER_SEC)
 #define NODE_SYNC_USEC (10 * USEC_PER_SEC)
+/*
+ * A claimed operation's lease: renewed every RENEW_USEC by the tick while
+ * its worker runs, so it lapses LEASE_USEC after its runner died (or
+ * stalled). Then another replica, or this one restarted, takes it over.
+ */
+#define LEASE_USEC (15 * USEC_PER_SEC)
+#define RENEW_USEC (5 * USEC_PER_SEC)
+/* Workers running operations at once; more wait in the store. */
+#define MAX_INFLIGHT_OPS 64
 
 struct waiter {
     char op_id[33];
@@ -44,27 +53,15 @@ static int64_t now_us(void)
     return (int64_t)now_realtime();
 }
 
-static bool inflight_has(struct manager *m, const char *id)
-{
-    for (size_t i = 0; i < m->n_inflight; i++) {
-        if (strcmp(m->inflight[i], id) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
 static int inflight_add(struct manager *m, const char *id)
 {
-    char **p = realloc(m->inflight, (m->n_inflight + 1) * sizeof(*p));
+    struct inflight_op *p = realloc(m->inflight, (m->n_inflight + 1) * sizeof(*p));
     if (!p) {
         return -ENOMEM;
     }
     m->inflight = p;
-    m->inflight[m->n_inflight] = strdup(id);
-    if (!m->inflight[m->n_inflight]) {
-        return -ENOMEM;
-    }
+    p[m->n_inflight] = (struct inflight_op){ .renewed_at = now_monotonic() };
+    snprintf(p[m->n_inflight].id, sizeof(p[m->n_inflight].id), "%s", id);
     m->n_inflight++;
     return 0;
 }
@@ -72,11 +69,33 @@ static int inflight_add(struct manager *m, const char *id)
 static void inflight_remove(struct manager *m, const char *id)
 {
     for (size_t i = 0; i < m->n_inflight; i++) {
-        if (strcmp(m->inflight[i], id) == 0) {
-            free(m->inflight[i]);
+        if (strcmp(m->inflight[i].id, id) == 0) {
             m->inflight[i] = m->inflight[--m->n_inflight];
             return;
         }
+    }
+}
+
+/* Keeps the leases of running operations; a lost one means another controller took over. */
+static void renew_leases(struct manager *m)
+{
+    usec_t now = now_monotonic();
+
+    for (size_t i = 0; i < m->n_inflight; i++) {
+        struct inflight_op *o = &m->inflight[i];
+        int r;
+
+        if (now - o->renewed_at < RENEW_USEC) {
+            continue;
+        }
+        r = store_operation_renew(m->store, o->id, m->owner_id, now_us() + LEASE_USEC);
+        if (r == -ESTALE) {
+            log_warning("lost the lease of operation %s: another controller runs it now", o->id);
+        } else if (r < 0) {
+            log_warning_errno(r, "cannot renew the lease of operation %s: %m", o->id);
+            continue;
+        }
+        o->renewed_at = now;
     }
 }
 
@@ -147,7 +166,12 @@ static void wake_waiters(struct manager *m, const struct store_operation *op)
     }
 }
 
-/* Records the outcome of an operation and what it means for its sandbox. */
+/*
+ * Records the outcome of an operation this process holds the lease of, and
+ * what it means for its sandbox, in one transaction. When the lease was lost
+ * (another controller took the operation over), nothing is written: the
+ * other runner's outcome is the one that counts.
+ */
 static void op_finish(struct manager *m, const struct store_operation *done, int r,
                       const char *error, int status, json_t *timings)
 {
@@ -158,8 +182,9 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
     bool have_sb = op->sandbox_id && store_sandbox_get(m->store, op->sandbox_id, &sb) >= 0;
     bool create = strcmp(op->kind, OPERATION_CREATE) == 0;
     bool resubmit_kill = false;
+    int64_t now = now_us();
+    int k;
 
-    (void)store_begin(m->store);
     op->state = r < 0 ? "failed" : "succeeded";
     op->error = r < 0 ? (char *)(error ? error : "failed") : NULL;
     /* The node's HTTP status lets the API answer a failed create precisely (404 template). */
@@ -169,37 +194,49 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
     result = res ? json_dumps(res, JSON_COMPACT) : NULL;
     json_decref(res);
     op->result_json = result;
-    op->updated_at = now_us();
-    (void)store_operation_update(m->store, op);
-    if (have_sb) {
-        char *old_state = sb.state, *old_error = sb.error;
-        sb.updated_at = now_us();
+    op->updated_at = now;
+    k = store_begin(m->store);
+    if (k >= 0) {
+        k = store_operation_finish(m->store, op, m->owner_id);
+    }
+    if (k >= 0 && have_sb) {
         if (create && r >= 0) {
-            sb.state = SANDBOX_STATE_RUNNING;
+            k = store_sandbox_set_state(m->store, sb.id, SANDBOX_STATE_RUNNING, NULL, now);
             /* Killed while it was being created: now that it exists, kill it. */
             resubmit_kill = strcmp(sb.desired_state, SANDBOX_STATE_KILLED) == 0;
         } else if (create) {
-            sb.state = SANDBOX_STATE_KILLED;
-            sb.error = (char *)(error ? error : "create failed");
+            k = store_sandbox_set_state(m->store, sb.id, SANDBOX_STATE_KILLED,
+                                        error ? error : "create failed", now);
         } else if (r >= 0) {
-            sb.state = SANDBOX_STATE_KILLED;
+            k = store_sandbox_set_state(m->store, sb.id, SANDBOX_STATE_KILLED, sb.error, now);
         }
-        (void)store_sandbox_update(m->store, &sb);
-        sb.state = old_state;
-        sb.error = old_error;
     }
-    (void)store_commit(m->store);
+    k = k < 0 ? (store_rollback(m->store), k) : store_commit(m->store);
+    if (k == -ESTALE) {
+        log_sandbox_warning(op->sandbox_id,
+                            "operation %s %s was taken over by another controller, "
+                            "dropping this outcome",
+                            op->kind, op->id);
+        goto out;
+    }
+    if (k < 0) {
+        /* The lease lapses and the operation runs again: every step is idempotent. */
+        log_sandbox_warning(op->sandbox_id, "cannot record operation %s %s: %s", op->kind, op->id,
+                            strerror(-k));
+        goto out;
+    }
     if (resubmit_kill) {
         char id[33];
         (void)store_begin(m->store);
-        int k = controller_add_operation(m, OPERATION_KILL, op->sandbox_id, id);
-        (void)(k < 0 ? store_rollback(m->store) : store_commit(m->store));
+        int e = controller_add_operation(m, OPERATION_KILL, op->sandbox_id, id);
+        (void)(e < 0 ? store_rollback(m->store) : store_commit(m->store));
     }
     if (r < 0) {
         log_sandbox_warning(op->sandbox_id, "operation %s %s failed: %s", op->kind, op->id,
                             error ? error : "");
     }
     wake_waiters(m, op);
+out:
     store_sandbox_release(&sb);
     free(result);
 }
@@ -221,6 +258,7 @@ static void op_done(void *p)
     controller_kick(m);
 }
 
+/* Starts a worker for op, claimed by this process; takes op's strings on success. */
 static int op_start(struct manager *m, struct store_operation *op)
 {
     struct op_job *j = calloc(1, sizeof(*j));
@@ -239,49 +277,62 @@ static int op_start(struct manager *m, struct store_operation *op)
         j->init_json = init_json_for(&j->sb);
     }
     j->node_socket = strdup(m->node_socket);
-    free(op->state);
-    op->state = strdup("running");
-    op->updated_at = now_us();
-    (void)store_operation_update(m->store, op);
-    j->op = *op;
-    *op = (struct store_operation){ 0 };
-    r = inflight_add(m, j->op.id);
+    /* tests/api/test_replicas.py counts these lines: one per claim. */
+    log_sandbox_info(op->sandbox_id, "running operation %s %s (attempt %lld)", op->kind, op->id,
+                     (long long)op->attempts);
+    r = inflight_add(m, op->id);
     if (r >= 0) {
+        j->op = *op;
         r = event_util_run_job(m->base, &m->jobs, op_work, op_done, j);
+        if (r < 0) {
+            inflight_remove(m, op->id);
+        }
     }
     if (r < 0) {
-        inflight_remove(m, j->op.id);
-        store_operation_release(&j->op);
         store_sandbox_release(&j->sb);
         free(j->node_socket);
         free(j->init_json);
         free(j);
+        return r;
     }
-    return r;
+    *op = (struct store_operation){ 0 };
+    return 0;
 }
 
+/*
+ * Claims and starts operations until none is claimable or enough run. The
+ * claim is what keeps two controllers (replicas on one database) from ever
+ * running one operation at once; see store_operation_claim().
+ */
 void controller_kick(struct manager *m)
 {
-    struct store_operation *ops = NULL;
-    size_t n = 0;
+    while (!m->stopping && m->n_inflight < MAX_INFLIGHT_OPS) {
+        struct store_operation op = { 0 };
+        int64_t now = now_us();
+        int r;
 
-    if (m->stopping || store_operation_list_unfinished(m->store, &ops, &n) < 0) {
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (inflight_has(m, ops[i].id)) {
-            continue;
+        r = store_operation_claim(m->store, m->owner_id, now, now + (int64_t)LEASE_USEC, &op);
+        if (r == -ENOENT) {
+            return;
         }
-        int r = op_start(m, &ops[i]);
-        if (r == -ENOENT && ops[i].id) {
+        if (r < 0) {
+            log_warning_errno(r, "cannot claim operations: %m");
+            return;
+        }
+        r = op_start(m, &op);
+        if (r == -ENOENT) {
             /* Its sandbox row is gone: the operation can never run; end it instead of
-             * retrying it on every tick. */
-            op_finish(m, &ops[i], r, "sandbox no longer exists", 404, NULL);
+             * retrying it whenever its lease lapses. */
+            op_finish(m, &op, r, "sandbox no longer exists", 404, NULL);
         } else if (r < 0) {
-            log_warning_errno(r, "cannot start operation %s: %m", ops[i].id ? ops[i].id : "?");
+            /* Left leased: it is claimed again once the lease lapses. */
+            log_warning_errno(r, "cannot start operation %s: %m", op.id);
+        }
+        store_operation_release(&op);
+        if (r < 0 && r != -ENOENT) {
+            return;
         }
     }
-    store_operation_list_free(ops, n);
 }
 
 int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_op_id[33])
@@ -298,12 +349,9 @@ int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_
         store_sandbox_release(&sb);
         return -ENOENT; /* already killed or being killed: gone for the caller */
     }
-    char *old = sb.desired_state;
-    sb.desired_state = SANDBOX_STATE_KILLED;
-    sb.updated_at = now_us();
     r = store_begin(m->store);
     if (r >= 0) {
-        r = store_sandbox_update(m->store, &sb);
+        r = store_sandbox_set_desired_state(m->store, sandbox_id, SANDBOX_STATE_KILLED, now_us());
     }
     /* While a create runs, its completion issues the kill (op_finish). */
     if (r >= 0 && strcmp(sb.state, SANDBOX_STATE_CREATING) != 0) {
@@ -312,7 +360,6 @@ int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_
         ret_op_id[0] = '\0';
     }
     r = r < 0 ? (store_rollback(m->store), r) : store_commit(m->store);
-    sb.desired_state = old;
     store_sandbox_release(&sb);
     if (r >= 0) {
         controller_kick(m);
@@ -347,19 +394,29 @@ void controller_wait(struct manager *m, const char *op_id, struct evhttp_request
     m->waiters = w;
 }
 
-static void expire_waiters(struct manager *m)
+/*
+ * Ends waits that timed out, and those whose operation another controller
+ * finished (a replica on the same database): only the runner wakes its own
+ * waiters at once, everyone else learns it from the store on the tick.
+ */
+static void poll_waiters(struct manager *m)
 {
     usec_t now = now_monotonic();
     struct waiter **pp = &m->waiters;
     while (*pp) {
         struct waiter *w = *pp;
-        if (w->deadline && w->deadline <= now) {
+        struct store_operation op = { 0 };
+        bool finished = store_operation_get(m->store, w->op_id, &op) >= 0 &&
+                        (strcmp(op.state, "succeeded") == 0 || strcmp(op.state, "failed") == 0);
+
+        if (finished || (w->deadline && w->deadline <= now)) {
             *pp = w->next;
-            w->fn(m, w->req, NULL, w->userdata);
+            w->fn(m, w->req, finished ? &op : NULL, w->userdata);
             free(w);
         } else {
             pp = &w->next;
         }
+        store_operation_release(&op);
     }
 }
 
@@ -460,12 +517,8 @@ static void sync_done(void *p)
             }
             if (!found && !sandbox_busy(m, list[k].id)) {
                 log_sandbox_warning(list[k].id, "the node no longer has this sandbox");
-                free(list[k].state);
-                list[k].state = strdup(SANDBOX_STATE_KILLED);
-                free(list[k].error);
-                list[k].error = strdup("lost by its node");
-                list[k].updated_at = now_us();
-                (void)store_sandbox_update(m->store, &list[k]);
+                (void)store_sandbox_set_state(m->store, list[k].id, SANDBOX_STATE_KILLED,
+                                              "lost by its node", now_us());
             }
         }
         store_sandbox_list_free(list, n);
@@ -484,7 +537,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
     if (m->stopping) {
         return;
     }
-    expire_waiters(m);
+    renew_leases(m);
+    poll_waiters(m);
     enforce_timeouts(m);
     controller_kick(m);
     if (now_monotonic() - m->last_node_sync >= NODE_SYNC_USEC) {
@@ -505,8 +559,13 @@ int controller_start(struct manager *m)
 {
     struct timeval tv = { .tv_sec = TICK_USEC / USEC_PER_SEC };
 
-    /* Operations a previous process left "running" are simply run again: every step is
-     * idempotent. controller_kick() picks them up because they are still unfinished. */
+    /* Operations a previous process left "running" are run again once their lease lapses:
+     * every step is idempotent. The owner id is new on every start, so a restarted process
+     * never mistakes an old lease for one it holds. */
+    int r = random_hex(m->owner_id, 16);
+    if (r < 0) {
+        return r;
+    }
     m->tick = event_new(m->base, -1, EV_PERSIST, tick_cb, m);
     if (!m->tick) {
         return -ENOMEM;
@@ -528,9 +587,7 @@ void controller_stop(struct manager *m)
         event_free(m->tick);
         m->tick = NULL;
     }
-    for (size_t i = 0; i < m->n_inflight; i++) {
-        free(m->inflight[i]);
-    }
+    /* Leases of operations still running lapse by themselves; another start takes them over. */
     free(m->inflight);
     m->inflight = NULL;
     m->n_inflight = 0;

@@ -130,9 +130,7 @@ int lifecycle_set_timeout(struct manager *m, const char *id, int64_t timeout_s, 
     }
     int64_t end = now + timeout_s * (int64_t)USEC_PER_SEC;
     if (!extend_only || (sb.end_at && end > sb.end_at)) {
-        sb.end_at = end;
-        sb.updated_at = now;
-        r = store_sandbox_update(m->store, &sb);
+        r = store_sandbox_set_end_at(m->store, id, end, now);
     }
     store_sandbox_release(&sb);
     return r;
