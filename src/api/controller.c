@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api/node-client.h"
+#include "api/operation.h"
 #include "api/sandbox.h"
 #include "basic/log.h"
 #include "basic/macro.h"
@@ -37,15 +38,43 @@ struct waiter {
     struct waiter *next;
 };
 
+/*
+ * One job shape for every operation kind: what the worker needs (a copy of
+ * the operation and of its sandbox as claimed) and what it hands back (r,
+ * the node's status and message, create's timings). The kind's runner
+ * (op_runners) decides which fields it reads.
+ */
 struct op_job {
     struct manager *m;
+    enum operation_kind kind;
     struct store_operation op;   /* owned copy */
-    struct store_sandbox sb;     /* owned copy, for create */
+    struct store_sandbox sb;     /* owned copy; empty for an operation without a sandbox */
+    enum sandbox_state from;     /* sb's state when claimed */
     char *node_socket;
-    char *init_json;
+    char *init_json;             /* create: the agent's /init body */
     int r, status;
     char *error;
     json_t *timings; /* the node's per-phase create timings */
+};
+
+/* Runs on the worker; sees only its job. */
+typedef void (*op_run_fn)(struct op_job *j);
+
+static void run_create(struct op_job *j)
+{
+    j->r = node_client_create(j->node_socket, &j->sb, j->init_json, &j->status, &j->error,
+                              &j->timings);
+}
+
+static void run_kill(struct op_job *j)
+{
+    j->r = node_client_kill(j->node_socket, j->op.sandbox_id, &j->status, &j->error);
+}
+
+/* The implemented kinds (operation.h); a kind without a runner ends with 501. */
+static const op_run_fn op_runners[_OPERATION_KIND_MAX] = {
+    [OPERATION_KIND_CREATE] = run_create,
+    [OPERATION_KIND_KILL] = run_kill,
 };
 
 static int64_t now_us(void)
@@ -99,7 +128,7 @@ static void renew_leases(struct manager *m)
     }
 }
 
-int controller_add_operation(struct manager *m, const char *kind, const char *sandbox_id,
+int controller_add_operation(struct manager *m, enum operation_kind kind, const char *sandbox_id,
                              char ret_id[33])
 {
     int64_t now = now_us();
@@ -107,7 +136,7 @@ int controller_add_operation(struct manager *m, const char *kind, const char *sa
     if (r < 0) {
         return r;
     }
-    struct store_operation op = { .id = ret_id, .kind = (char *)kind,
+    struct store_operation op = { .id = ret_id, .kind = (char *)operation_kind_to_string(kind),
                                   .sandbox_id = (char *)sandbox_id, .state = "pending",
                                   .created_at = now, .updated_at = now };
     return store_operation_insert(m->store, &op);
@@ -143,12 +172,7 @@ static void op_work(void *p)
 {
     struct op_job *j = p;
 
-    if (strcmp(j->op.kind, OPERATION_CREATE) == 0) {
-        j->r = node_client_create(j->node_socket, &j->sb, j->init_json, &j->status, &j->error,
-                                  &j->timings);
-    } else {
-        j->r = node_client_kill(j->node_socket, j->op.sandbox_id, &j->status, &j->error);
-    }
+    op_runners[j->kind](j);
 }
 
 static void wake_waiters(struct manager *m, const struct store_operation *op)
@@ -167,21 +191,43 @@ static void wake_waiters(struct manager *m, const struct store_operation *op)
 }
 
 /*
+ * Writes state to the sandbox of an operation of kind, after checking the
+ * move against the lifecycle table: a move the table does not allow is a
+ * bug here, not bad input (the store only holds states this file wrote).
+ */
+static int set_sandbox_state(struct manager *m, enum operation_kind kind, const char *id,
+                             enum sandbox_state from, enum sandbox_state to, const char *error,
+                             int64_t now)
+{
+    if (!operation_transition_is_valid(kind, from, to)) {
+        log_sandbox_error(id, "%s would move the sandbox from %s to %s: not in the table",
+                          operation_kind_to_string(kind), sandbox_state_to_string(from),
+                          sandbox_state_to_string(to));
+        assert(!"transition outside the lifecycle table");
+        return -EINVAL;
+    }
+    return store_sandbox_set_state(m->store, id, sandbox_state_to_string(to), error, now);
+}
+
+/*
  * Records the outcome of an operation this process holds the lease of, and
- * what it means for its sandbox, in one transaction. When the lease was lost
- * (another controller took the operation over), nothing is written: the
- * other runner's outcome is the one that counts.
+ * what it means for its sandbox (the kind's end state from the table), in
+ * one transaction. When the lease was lost (another controller took the
+ * operation over), nothing is written: the other runner's outcome counts.
  */
 static void op_finish(struct manager *m, const struct store_operation *done, int r,
                       const char *error, int status, json_t *timings)
 {
     struct store_operation upd = *done, *op = &upd; /* borrowed strings, changed fields */
+    enum operation_kind kind = operation_kind_from_string(op->kind);
+    const struct operation_kind_info *info = operation_kind_info(kind);
     json_t *res = json_pack("{s:i}", "status", status);
     char *result = NULL;
     struct store_sandbox sb = { 0 };
     bool have_sb = op->sandbox_id && store_sandbox_get(m->store, op->sandbox_id, &sb) >= 0;
-    bool create = strcmp(op->kind, OPERATION_CREATE) == 0;
-    bool resubmit_kill = false;
+    enum sandbox_state from = have_sb ? sandbox_state_from_string(sb.state) : _SANDBOX_STATE_INVALID;
+    enum sandbox_state to = !info ? _SANDBOX_STATE_INVALID : r >= 0 ? info->on_success
+                                                                    : info->on_failure;
     int64_t now = now_us();
     int k;
 
@@ -199,17 +245,12 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
     if (k >= 0) {
         k = store_operation_finish(m->store, op, m->owner_id);
     }
-    if (k >= 0 && have_sb) {
-        if (create && r >= 0) {
-            k = store_sandbox_set_state(m->store, sb.id, SANDBOX_STATE_RUNNING, NULL, now);
-            /* Killed while it was being created: now that it exists, kill it. */
-            resubmit_kill = strcmp(sb.desired_state, SANDBOX_STATE_KILLED) == 0;
-        } else if (create) {
-            k = store_sandbox_set_state(m->store, sb.id, SANDBOX_STATE_KILLED,
-                                        error ? error : "create failed", now);
-        } else if (r >= 0) {
-            k = store_sandbox_set_state(m->store, sb.id, SANDBOX_STATE_KILLED, sb.error, now);
-        }
+    if (k >= 0 && have_sb && from >= 0 && to >= 0 && to != from) {
+        /* A failed create keeps its reason on the sandbox; other outcomes keep its error. */
+        const char *sb_error = kind == OPERATION_KIND_CREATE && r < 0
+                                   ? (error ? error : "create failed")
+                                   : sb.error;
+        k = set_sandbox_state(m, kind, sb.id, from, to, sb_error, now);
     }
     k = k < 0 ? (store_rollback(m->store), k) : store_commit(m->store);
     if (k == -ESTALE) {
@@ -225,12 +266,6 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
                             strerror(-k));
         goto out;
     }
-    if (resubmit_kill) {
-        char id[33];
-        (void)store_begin(m->store);
-        int e = controller_add_operation(m, OPERATION_KILL, op->sandbox_id, id);
-        (void)(e < 0 ? store_rollback(m->store) : store_commit(m->store));
-    }
     if (r < 0) {
         log_sandbox_warning(op->sandbox_id, "operation %s %s failed: %s", op->kind, op->id,
                             error ? error : "");
@@ -241,13 +276,8 @@ out:
     free(result);
 }
 
-static void op_done(void *p)
+static void op_job_free(struct op_job *j)
 {
-    struct op_job *j = p;
-    struct manager *m = j->m;
-
-    inflight_remove(m, j->op.id);
-    op_finish(m, &j->op, j->r, j->error, j->status, j->timings);
     json_decref(j->timings);
     store_operation_release(&j->op);
     store_sandbox_release(&j->sb);
@@ -255,48 +285,90 @@ static void op_done(void *p)
     free(j->init_json);
     free(j->error);
     free(j);
+}
+
+static void op_done(void *p)
+{
+    struct op_job *j = p;
+    struct manager *m = j->m;
+
+    inflight_remove(m, j->op.id);
+    op_finish(m, &j->op, j->r, j->error, j->status, j->timings);
+    op_job_free(j);
     controller_kick(m);
 }
 
-/* Starts a worker for op, claimed by this process; takes op's strings on success. */
+/*
+ * Starts a worker for op, claimed by this process, dispatching by its kind;
+ * takes op's strings on success. -ENOENT: its sandbox is gone; -EOPNOTSUPP:
+ * a kind the table has but nothing implements yet (or one it does not know).
+ */
 static int op_start(struct manager *m, struct store_operation *op)
 {
-    struct op_job *j = calloc(1, sizeof(*j));
+    enum operation_kind kind = operation_kind_from_string(op->kind);
+    const struct operation_kind_info *info = operation_kind_info(kind);
+    struct op_job *j = NULL;
     int r;
 
+    if (!info || !info->implemented || !op_runners[kind]) {
+        return -EOPNOTSUPP;
+    }
+    j = calloc(1, sizeof(*j));
     if (!j) {
         return -ENOMEM;
     }
-    j->m = m;
-    if (strcmp(op->kind, OPERATION_CREATE) == 0) {
+    *j = (struct op_job){ .m = m, .kind = kind, .from = _SANDBOX_STATE_INVALID };
+    if (op->sandbox_id) {
         r = store_sandbox_get(m->store, op->sandbox_id, &j->sb);
         if (r < 0) {
-            free(j);
-            return r;
+            goto fail;
         }
+        j->from = sandbox_state_from_string(j->sb.state);
+        if (j->from < 0) {
+            log_sandbox_error(j->sb.id, "unknown state '%s' in the store", j->sb.state);
+            r = -EIO;
+            goto fail;
+        }
+        /* Entering the kind's transitional state (create's row starts in it). */
+        if (info->transitional >= 0 && info->transitional != j->from) {
+            r = set_sandbox_state(m, kind, j->sb.id, j->from, info->transitional, j->sb.error,
+                                  now_us());
+            if (r < 0) {
+                goto fail;
+            }
+        }
+    }
+    if (kind == OPERATION_KIND_CREATE) {
         j->init_json = init_json_for(&j->sb);
+        if (!j->init_json) {
+            r = -ENOMEM;
+            goto fail;
+        }
     }
     j->node_socket = strdup(m->node_socket);
+    if (!j->node_socket) {
+        r = -ENOMEM;
+        goto fail;
+    }
     /* tests/api/test_replicas.py counts these lines: one per claim. */
     log_sandbox_info(op->sandbox_id, "running operation %s %s (attempt %lld)", op->kind, op->id,
                      (long long)op->attempts);
     r = inflight_add(m, op->id);
-    if (r >= 0) {
-        j->op = *op;
-        r = event_util_run_job(m->base, &m->jobs, op_work, op_done, j);
-        if (r < 0) {
-            inflight_remove(m, op->id);
-        }
-    }
     if (r < 0) {
-        store_sandbox_release(&j->sb);
-        free(j->node_socket);
-        free(j->init_json);
-        free(j);
-        return r;
+        goto fail;
+    }
+    j->op = *op;
+    r = event_util_run_job(m->base, &m->jobs, op_work, op_done, j);
+    if (r < 0) {
+        inflight_remove(m, op->id);
+        j->op = (struct store_operation){ 0 }; /* still the caller's */
+        goto fail;
     }
     *op = (struct store_operation){ 0 };
     return 0;
+fail:
+    op_job_free(j);
+    return r;
 }
 
 /*
@@ -324,47 +396,88 @@ void controller_kick(struct manager *m)
             /* Its sandbox row is gone: the operation can never run; end it instead of
              * retrying it whenever its lease lapses. */
             op_finish(m, &op, r, "sandbox no longer exists", 404, NULL);
+        } else if (r == -EOPNOTSUPP) {
+            char msg[128];
+
+            snprintf(msg, sizeof(msg), "%s is not implemented yet", op.kind);
+            op_finish(m, &op, r, msg, 501, NULL);
         } else if (r < 0) {
             /* Left leased: it is claimed again once the lease lapses. */
             log_warning_errno(r, "cannot start operation %s: %m", op.id);
         }
         store_operation_release(&op);
-        if (r < 0 && r != -ENOENT) {
+        if (r < 0 && r != -ENOENT && r != -EOPNOTSUPP) {
             return;
         }
     }
 }
 
-int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_op_id[33])
+int controller_request(struct manager *m, enum operation_kind kind, const char *sandbox_id,
+                       char ret_op_id[33], enum sandbox_state *ret_state)
 {
+    const struct operation_kind_info *info = operation_kind_info(kind);
     struct store_sandbox sb = { 0 };
+    struct store_operation busy = { 0 };
+    enum sandbox_state state;
+    bool queued_behind = false;
     int r;
 
+    if (!info || info->creates) {
+        return -EINVAL;
+    }
     r = store_sandbox_get(m->store, sandbox_id, &sb);
     if (r < 0) {
         return r;
     }
-    if (strcmp(sb.state, SANDBOX_STATE_KILLED) == 0 ||
-        strcmp(sb.desired_state, SANDBOX_STATE_KILLED) == 0) {
-        store_sandbox_release(&sb);
-        return -ENOENT; /* already killed or being killed: gone for the caller */
+    state = sandbox_state_from_string(sb.state);
+    if (ret_state) {
+        *ret_state = state;
+    }
+    /* Being killed is gone for callers, as killed is. */
+    if (state < 0 || strcmp(sb.desired_state, SANDBOX_STATE_KILLED) == 0) {
+        r = state < 0 ? -EIO : -ENOENT;
+        goto out;
+    }
+    r = operation_check_start(kind, state);
+    if (r < 0) {
+        goto out;
+    }
+    r = store_operation_get_unfinished(m->store, sandbox_id, &busy);
+    if (r >= 0) {
+        /* One at a time: a conflicting kind is refused, a queued one runs after it. */
+        if (info->busy == OPERATION_BUSY_CONFLICT) {
+            r = -EBUSY;
+            goto out;
+        }
+        queued_behind = true;
+    } else if (r != -ENOENT) {
+        goto out;
     }
     r = store_begin(m->store);
-    if (r >= 0) {
+    if (r >= 0 && kind == OPERATION_KIND_KILL) {
         r = store_sandbox_set_desired_state(m->store, sandbox_id, SANDBOX_STATE_KILLED, now_us());
     }
-    /* While a create runs, its completion issues the kill (op_finish). */
-    if (r >= 0 && strcmp(sb.state, SANDBOX_STATE_CREATING) != 0) {
-        r = controller_add_operation(m, OPERATION_KILL, sandbox_id, ret_op_id);
-    } else if (r >= 0) {
-        ret_op_id[0] = '\0';
+    if (r >= 0) {
+        r = controller_add_operation(m, kind, sandbox_id, ret_op_id);
     }
     r = r < 0 ? (store_rollback(m->store), r) : store_commit(m->store);
-    store_sandbox_release(&sb);
-    if (r >= 0) {
-        controller_kick(m);
+    if (r < 0) {
+        goto out;
     }
+    /* Behind a create, which can take minutes, the caller is not asked to wait. */
+    if (queued_behind && busy.kind && strcmp(busy.kind, OPERATION_CREATE) == 0) {
+        ret_op_id[0] = '\0';
+    }
+    controller_kick(m);
+out:
+    store_operation_release(&busy);
+    store_sandbox_release(&sb);
     return r;
+}
+
+int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_op_id[33])
+{
+    return controller_request(m, OPERATION_KIND_KILL, sandbox_id, ret_op_id, NULL);
 }
 
 void controller_wait(struct manager *m, const char *op_id, struct evhttp_request *req,
@@ -498,7 +611,7 @@ static void sync_done(void *p)
         if (r == -ENOENT || (r >= 0 && strcmp(sb.state, SANDBOX_STATE_KILLED) == 0)) {
             log_sandbox_warning(id, "running on the node but not wanted, killing");
             (void)store_begin(m->store);
-            if (r == -ENOENT || controller_add_operation(m, OPERATION_KILL, id, op) < 0) {
+            if (r == -ENOENT || controller_add_operation(m, OPERATION_KIND_KILL, id, op) < 0) {
                 (void)store_rollback(m->store);
             } else {
                 (void)store_commit(m->store);

@@ -89,7 +89,7 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     }
     r = store_sandbox_insert(m->store, &sb);
     if (r >= 0) {
-        r = controller_add_operation(m, OPERATION_CREATE, ret_id, ret_op);
+        r = controller_add_operation(m, OPERATION_KIND_CREATE, ret_id, ret_op);
     }
     r = r < 0 ? (store_rollback(m->store), r) : store_commit(m->store);
     if (r >= 0) {

@@ -117,6 +117,9 @@ static const char sql_operation_get[] =
     "SELECT " OPERATION_COLUMNS " FROM operations WHERE id = $1";
 static const char sql_operation_list_unfinished[] =
     "SELECT " OPERATION_COLUMNS " FROM operations WHERE " UNFINISHED " ORDER BY created_at, id";
+static const char sql_operation_get_unfinished[] =
+    "SELECT " OPERATION_COLUMNS " FROM operations WHERE sandbox_id = $1 AND " UNFINISHED " "
+    "ORDER BY created_at, id LIMIT 1";
 static const char sql_operation_renew[] =
     "UPDATE operations SET lease_expires_at = $3 WHERE id = $1 AND lease_owner = $2 "
     "AND " UNFINISHED;
@@ -1301,6 +1304,18 @@ int store_operation_list_unfinished(struct store *s, struct store_operation **re
         *ret = items;
     }
     return r;
+}
+
+int store_operation_get_unfinished(struct store *s, const char *sandbox_id,
+                                   struct store_operation *ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(sandbox_id) };
+
+    if (!s || !ret || !text_ok(sandbox_id, true)) {
+        return -EINVAL;
+    }
+    return get_one(s, sql_operation_get_unfinished, p, ARRAY_SIZE(p), store_rows_init_operation,
+                   ret);
 }
 
 int store_operation_claim(struct store *s, const char *owner, int64_t now, int64_t lease_until,

@@ -154,6 +154,9 @@ int store_operation_update(struct store *s, const struct store_operation *op);
 int store_operation_get(struct store *s, const char *id, struct store_operation *ret);
 /* Operations in state pending or running, oldest first (the controller's work list). */
 int store_operation_list_unfinished(struct store *s, struct store_operation **ret, size_t *ret_n);
+/* The oldest unfinished operation on sandbox_id; -ENOENT when there is none. */
+int store_operation_get_unfinished(struct store *s, const char *sandbox_id,
+                                   struct store_operation *ret);
 /*
  * Takes the oldest claimable operation for owner and returns it (state "running",
  * lease_owner owner, lease_expires_at lease_until, attempts incremented). Claimable: pending

@@ -769,6 +769,12 @@ static void test_store_operation_claim(void **state)
         assert_int_equal(store_operation_insert(s, &ops[i]), 0);
     }
 
+    /* A sandbox's oldest unfinished operation. */
+    assert_int_equal(store_operation_get_unfinished(s, a.id, &got), 0);
+    assert_string_equal(got.id, ops[0].id);
+    store_operation_release(&got);
+    assert_int_equal(store_operation_get_unfinished(s, "sb0000000000000nope0", &got), -ENOENT);
+
     /* Oldest first; 2 waits for 1 (same sandbox), so B gets 3, then nothing is left. */
     assert_int_equal(store_operation_claim(s, OWNER_A, 1000, 2000, &got), 0);
     assert_string_equal(got.id, ops[0].id);
@@ -812,6 +818,10 @@ static void test_store_operation_claim(void **state)
     assert_int_equal(got.attempts, 2);
     store_operation_release(&got);
     assert_int_equal(store_operation_renew(s, ops[0].id, OWNER_B, 9000), -ESTALE);
+
+    assert_int_equal(store_operation_get_unfinished(s, a.id, &got), 0);
+    assert_string_equal(got.id, ops[1].id);
+    store_operation_release(&got);
 
     /* Now 2 (sandbox a's next) is claimable. */
     assert_int_equal(store_operation_claim(s, OWNER_A, 3200, 4200, &got), 0);
