@@ -329,6 +329,13 @@ static int op_start(struct manager *m, struct store_operation *op)
             r = -EIO;
             goto fail;
         }
+        /* The request was checked against the table; the state may have moved since
+         * (a sandbox lost by its node): then the operation fails, as a 409 would. */
+        if (info->transitional >= 0 &&
+            !operation_transition_is_valid(kind, j->from, info->transitional)) {
+            r = -EBUSY;
+            goto fail;
+        }
         /* Entering the kind's transitional state (create's row starts in it). */
         if (info->transitional >= 0 && info->transitional != j->from) {
             r = set_sandbox_state(m, kind, j->sb.id, j->from, info->transitional, j->sb.error,
@@ -396,17 +403,19 @@ void controller_kick(struct manager *m)
             /* Its sandbox row is gone: the operation can never run; end it instead of
              * retrying it whenever its lease lapses. */
             op_finish(m, &op, r, "sandbox no longer exists", 404, NULL);
-        } else if (r == -EOPNOTSUPP) {
+        } else if (r == -EOPNOTSUPP || r == -EBUSY) {
             char msg[128];
 
-            snprintf(msg, sizeof(msg), "%s is not implemented yet", op.kind);
-            op_finish(m, &op, r, msg, 501, NULL);
+            snprintf(msg, sizeof(msg), r == -EBUSY ? "%s cannot run in the sandbox's state"
+                                                   : "%s is not implemented yet",
+                     op.kind);
+            op_finish(m, &op, r, msg, r == -EBUSY ? 409 : 501, NULL);
         } else if (r < 0) {
             /* Left leased: it is claimed again once the lease lapses. */
             log_warning_errno(r, "cannot start operation %s: %m", op.id);
         }
         store_operation_release(&op);
-        if (r < 0 && r != -ENOENT && r != -EOPNOTSUPP) {
+        if (r < 0 && r != -ENOENT && r != -EOPNOTSUPP && r != -EBUSY) {
             return;
         }
     }

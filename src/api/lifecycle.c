@@ -6,10 +6,12 @@
 
 #include "api/auth.h"
 #include "api/controller.h"
+#include "api/routes.h"
 #include "api/sandbox.h"
 #include "basic/macro.h"
 #include "basic/random-util.h"
 #include "basic/time-util.h"
+#include "shared/http-util.h"
 
 #define MAX_METADATA_BYTES (64u * 1024)
 
@@ -144,4 +146,28 @@ int lifecycle_create_failed_status(const struct store_operation *op)
 
     json_decref(res);
     return status == 404 || status == 504 ? status : 500;
+}
+
+void lifecycle_reply_request_error(struct evhttp_request *req, int r, const char *id,
+                                   enum operation_kind kind, enum sandbox_state state)
+{
+    const char *kind_s = operation_kind_to_string(kind) ?: "operation";
+    const char *state_s = sandbox_state_to_string(state) ?: "unknown";
+
+    switch (r) {
+    case -ENOENT:
+        http_util_reply_error(req, 404, "sandbox '%s' not found", id);
+        break;
+    case -EBUSY:
+        http_util_reply_error(req, 409, "sandbox '%s' is %s: %s cannot start now", id, state_s,
+                              kind_s);
+        break;
+    case -EOPNOTSUPP:
+        http_util_reply_error(req, 501, "%s is not implemented yet in space", kind_s);
+        break;
+    default:
+        http_util_reply_error(req, routes_status_from_errno(r), "cannot run %s on sandbox '%s': %s",
+                              kind_s, id, strerror(-r));
+        break;
+    }
 }
