@@ -8,6 +8,8 @@ A bad value, an unknown parameter or a repeated one is a 400, never ignored.
 Runs on SQLite and, with SPACE_TEST_PG_URL, on PostgreSQL.
 """
 import os
+import shutil
+import subprocess
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -161,3 +163,18 @@ def test_native_list_order(plat, three):
     assert [s["id"] for s in res["sandboxes"]] == ids[:2] and res["next"] == ids[1]
     status, res = plat.admin("GET", f"/v1/sandboxes?metadata=suite={tag}&order=up")
     assert status == 400, res
+
+
+def test_the_e2b_sdk_lists_the_same(plat, three):
+    """Sandbox.list() of the real e2b npm SDK (tests/compat/node_modules) sees the same."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if not os.path.isdir(os.path.join(here, "..", "compat", "node_modules", "e2b")):
+        pytest.skip("npm ci in tests/compat first")
+    tag, ids = three
+    node = os.environ.get("SPACE_NODEJS", shutil.which("node") or "node")
+    env = dict(os.environ, E2B_API_URL=plat.url, E2B_SANDBOX_URL=plat.ingress_url,
+               E2B_DOMAIN="space.test", E2B_API_KEY=plat.key)
+    res = subprocess.run([node, os.path.join(here, "sdk_list.mjs"), tag, *ids], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ok template" in res.stdout
