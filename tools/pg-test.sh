@@ -18,11 +18,16 @@
 # then runs as the "postgres" user, Debian's postgresql package creates it)
 # or as any other user (everything then runs as that user).
 #
-# SPACE_PG_TEST_DIR overrides the directory (default /tmp/space-pg-test-$UID);
-# its path must stay short: a socket path has a 107-byte limit.
+# Each checkout (worktree) gets its own cluster: the default directory is
+# /tmp/space-pg-test-$UID-<8 hex of the checkout's path>, so two checkouts
+# testing at once never share a database, and one's stop never stops the
+# other's server. Within one checkout, start is shared and stop is global.
+# SPACE_PG_TEST_DIR overrides the directory; its path must stay short: a
+# socket path has a 107-byte limit.
 set -euo pipefail
 
-dir=${SPACE_PG_TEST_DIR:-/tmp/space-pg-test-$(id -u)}
+checkout=$(cd "$(dirname "$0")/.." && pwd -P)
+dir=${SPACE_PG_TEST_DIR:-/tmp/space-pg-test-$(id -u)-$(printf '%s' "$checkout" | sha256sum | cut -c1-8)}
 data=$dir/data
 port=5432
 db=space_test

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api/node-client.h"
+#include "api/operation.h"
 #include "api/sandbox.h"
 #include "basic/log.h"
 #include "basic/macro.h"
@@ -18,6 +19,15 @@
 
 #define TICK_USEC (1 * USEC_PER_SEC)
 #define NODE_SYNC_USEC (10 * USEC_PER_SEC)
+/*
+ * A claimed operation's lease: renewed every RENEW_USEC by the tick while
+ * its worker runs, so it lapses LEASE_USEC after its runner died (or
+ * stalled). Then another replica, or this one restarted, takes it over.
+ */
+#define LEASE_USEC (15 * USEC_PER_SEC)
+#define RENEW_USEC (5 * USEC_PER_SEC)
+/* Workers running operations at once; more wait in the store. */
+#define MAX_INFLIGHT_OPS 64
 
 struct waiter {
     char op_id[33];
@@ -28,15 +38,43 @@ struct waiter {
     struct waiter *next;
 };
 
+/*
+ * One job shape for every operation kind: what the worker needs (a copy of
+ * the operation and of its sandbox as claimed) and what it hands back (r,
+ * the node's status and message, create's timings). The kind's runner
+ * (op_runners) decides which fields it reads.
+ */
 struct op_job {
     struct manager *m;
+    enum operation_kind kind;
     struct store_operation op;   /* owned copy */
-    struct store_sandbox sb;     /* owned copy, for create */
+    struct store_sandbox sb;     /* owned copy; empty for an operation without a sandbox */
+    enum sandbox_state from;     /* sb's state when claimed */
     char *node_socket;
-    char *init_json;
+    char *init_json;             /* create: the agent's /init body */
     int r, status;
     char *error;
     json_t *timings; /* the node's per-phase create timings */
+};
+
+/* Runs on the worker; sees only its job. */
+typedef void (*op_run_fn)(struct op_job *j);
+
+static void run_create(struct op_job *j)
+{
+    j->r = node_client_create(j->node_socket, &j->sb, j->init_json, &j->status, &j->error,
+                              &j->timings);
+}
+
+static void run_kill(struct op_job *j)
+{
+    j->r = node_client_kill(j->node_socket, j->op.sandbox_id, &j->status, &j->error);
+}
+
+/* The implemented kinds (operation.h); a kind without a runner ends with 501. */
+static const op_run_fn op_runners[_OPERATION_KIND_MAX] = {
+    [OPERATION_KIND_CREATE] = run_create,
+    [OPERATION_KIND_KILL] = run_kill,
 };
 
 static int64_t now_us(void)
@@ -44,27 +82,15 @@ static int64_t now_us(void)
     return (int64_t)now_realtime();
 }
 
-static bool inflight_has(struct manager *m, const char *id)
-{
-    for (size_t i = 0; i < m->n_inflight; i++) {
-        if (strcmp(m->inflight[i], id) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
 static int inflight_add(struct manager *m, const char *id)
 {
-    char **p = realloc(m->inflight, (m->n_inflight + 1) * sizeof(*p));
+    struct inflight_op *p = realloc(m->inflight, (m->n_inflight + 1) * sizeof(*p));
     if (!p) {
         return -ENOMEM;
     }
     m->inflight = p;
-    m->inflight[m->n_inflight] = strdup(id);
-    if (!m->inflight[m->n_inflight]) {
-        return -ENOMEM;
-    }
+    p[m->n_inflight] = (struct inflight_op){ .renewed_at = now_monotonic() };
+    snprintf(p[m->n_inflight].id, sizeof(p[m->n_inflight].id), "%s", id);
     m->n_inflight++;
     return 0;
 }
@@ -72,15 +98,37 @@ static int inflight_add(struct manager *m, const char *id)
 static void inflight_remove(struct manager *m, const char *id)
 {
     for (size_t i = 0; i < m->n_inflight; i++) {
-        if (strcmp(m->inflight[i], id) == 0) {
-            free(m->inflight[i]);
+        if (strcmp(m->inflight[i].id, id) == 0) {
             m->inflight[i] = m->inflight[--m->n_inflight];
             return;
         }
     }
 }
 
-int controller_add_operation(struct manager *m, const char *kind, const char *sandbox_id,
+/* Keeps the leases of running operations; a lost one means another controller took over. */
+static void renew_leases(struct manager *m)
+{
+    usec_t now = now_monotonic();
+
+    for (size_t i = 0; i < m->n_inflight; i++) {
+        struct inflight_op *o = &m->inflight[i];
+        int r;
+
+        if (now - o->renewed_at < RENEW_USEC) {
+            continue;
+        }
+        r = store_operation_renew(m->store, o->id, m->owner_id, now_us() + LEASE_USEC);
+        if (r == -ESTALE) {
+            log_warning("lost the lease of operation %s: another controller runs it now", o->id);
+        } else if (r < 0) {
+            log_warning_errno(r, "cannot renew the lease of operation %s: %m", o->id);
+            continue;
+        }
+        o->renewed_at = now;
+    }
+}
+
+int controller_add_operation(struct manager *m, enum operation_kind kind, const char *sandbox_id,
                              char ret_id[33])
 {
     int64_t now = now_us();
@@ -88,7 +136,7 @@ int controller_add_operation(struct manager *m, const char *kind, const char *sa
     if (r < 0) {
         return r;
     }
-    struct store_operation op = { .id = ret_id, .kind = (char *)kind,
+    struct store_operation op = { .id = ret_id, .kind = (char *)operation_kind_to_string(kind),
                                   .sandbox_id = (char *)sandbox_id, .state = "pending",
                                   .created_at = now, .updated_at = now };
     return store_operation_insert(m->store, &op);
@@ -124,12 +172,7 @@ static void op_work(void *p)
 {
     struct op_job *j = p;
 
-    if (strcmp(j->op.kind, OPERATION_CREATE) == 0) {
-        j->r = node_client_create(j->node_socket, &j->sb, j->init_json, &j->status, &j->error,
-                                  &j->timings);
-    } else {
-        j->r = node_client_kill(j->node_socket, j->op.sandbox_id, &j->status, &j->error);
-    }
+    op_runners[j->kind](j);
 }
 
 static void wake_waiters(struct manager *m, const struct store_operation *op)
@@ -147,19 +190,47 @@ static void wake_waiters(struct manager *m, const struct store_operation *op)
     }
 }
 
-/* Records the outcome of an operation and what it means for its sandbox. */
+/*
+ * Writes state to the sandbox of an operation of kind, after checking the
+ * move against the lifecycle table: a move the table does not allow is a
+ * bug here, not bad input (the store only holds states this file wrote).
+ */
+static int set_sandbox_state(struct manager *m, enum operation_kind kind, const char *id,
+                             enum sandbox_state from, enum sandbox_state to, const char *error,
+                             int64_t now)
+{
+    if (!operation_transition_is_valid(kind, from, to)) {
+        log_sandbox_error(id, "%s would move the sandbox from %s to %s: not in the table",
+                          operation_kind_to_string(kind), sandbox_state_to_string(from),
+                          sandbox_state_to_string(to));
+        assert(!"transition outside the lifecycle table");
+        return -EINVAL;
+    }
+    return store_sandbox_set_state(m->store, id, sandbox_state_to_string(to), error, now);
+}
+
+/*
+ * Records the outcome of an operation this process holds the lease of, and
+ * what it means for its sandbox (the kind's end state from the table), in
+ * one transaction. When the lease was lost (another controller took the
+ * operation over), nothing is written: the other runner's outcome counts.
+ */
 static void op_finish(struct manager *m, const struct store_operation *done, int r,
                       const char *error, int status, json_t *timings)
 {
     struct store_operation upd = *done, *op = &upd; /* borrowed strings, changed fields */
+    enum operation_kind kind = operation_kind_from_string(op->kind);
+    const struct operation_kind_info *info = operation_kind_info(kind);
     json_t *res = json_pack("{s:i}", "status", status);
     char *result = NULL;
     struct store_sandbox sb = { 0 };
     bool have_sb = op->sandbox_id && store_sandbox_get(m->store, op->sandbox_id, &sb) >= 0;
-    bool create = strcmp(op->kind, OPERATION_CREATE) == 0;
-    bool resubmit_kill = false;
+    enum sandbox_state from = have_sb ? sandbox_state_from_string(sb.state) : _SANDBOX_STATE_INVALID;
+    enum sandbox_state to = !info ? _SANDBOX_STATE_INVALID : r >= 0 ? info->on_success
+                                                                    : info->on_failure;
+    int64_t now = now_us();
+    int k;
 
-    (void)store_begin(m->store);
     op->state = r < 0 ? "failed" : "succeeded";
     op->error = r < 0 ? (char *)(error ? error : "failed") : NULL;
     /* The node's HTTP status lets the API answer a failed create precisely (404 template). */
@@ -169,39 +240,51 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
     result = res ? json_dumps(res, JSON_COMPACT) : NULL;
     json_decref(res);
     op->result_json = result;
-    op->updated_at = now_us();
-    (void)store_operation_update(m->store, op);
-    if (have_sb) {
-        char *old_state = sb.state, *old_error = sb.error;
-        sb.updated_at = now_us();
-        if (create && r >= 0) {
-            sb.state = SANDBOX_STATE_RUNNING;
-            /* Killed while it was being created: now that it exists, kill it. */
-            resubmit_kill = strcmp(sb.desired_state, SANDBOX_STATE_KILLED) == 0;
-        } else if (create) {
-            sb.state = SANDBOX_STATE_KILLED;
-            sb.error = (char *)(error ? error : "create failed");
-        } else if (r >= 0) {
-            sb.state = SANDBOX_STATE_KILLED;
-        }
-        (void)store_sandbox_update(m->store, &sb);
-        sb.state = old_state;
-        sb.error = old_error;
+    op->updated_at = now;
+    k = store_begin(m->store);
+    if (k >= 0) {
+        k = store_operation_finish(m->store, op, m->owner_id);
     }
-    (void)store_commit(m->store);
-    if (resubmit_kill) {
-        char id[33];
-        (void)store_begin(m->store);
-        int k = controller_add_operation(m, OPERATION_KILL, op->sandbox_id, id);
-        (void)(k < 0 ? store_rollback(m->store) : store_commit(m->store));
+    if (k >= 0 && have_sb && from >= 0 && to >= 0 && to != from) {
+        /* A failed create keeps its reason on the sandbox; other outcomes keep its error. */
+        const char *sb_error = kind == OPERATION_KIND_CREATE && r < 0
+                                   ? (error ? error : "create failed")
+                                   : sb.error;
+        k = set_sandbox_state(m, kind, sb.id, from, to, sb_error, now);
+    }
+    k = k < 0 ? (store_rollback(m->store), k) : store_commit(m->store);
+    if (k == -ESTALE) {
+        log_sandbox_warning(op->sandbox_id,
+                            "operation %s %s was taken over by another controller, "
+                            "dropping this outcome",
+                            op->kind, op->id);
+        goto out;
+    }
+    if (k < 0) {
+        /* The lease lapses and the operation runs again: every step is idempotent. */
+        log_sandbox_warning(op->sandbox_id, "cannot record operation %s %s: %s", op->kind, op->id,
+                            strerror(-k));
+        goto out;
     }
     if (r < 0) {
         log_sandbox_warning(op->sandbox_id, "operation %s %s failed: %s", op->kind, op->id,
                             error ? error : "");
     }
     wake_waiters(m, op);
+out:
     store_sandbox_release(&sb);
     free(result);
+}
+
+static void op_job_free(struct op_job *j)
+{
+    json_decref(j->timings);
+    store_operation_release(&j->op);
+    store_sandbox_release(&j->sb);
+    free(j->node_socket);
+    free(j->init_json);
+    free(j->error);
+    free(j);
 }
 
 static void op_done(void *p)
@@ -211,113 +294,199 @@ static void op_done(void *p)
 
     inflight_remove(m, j->op.id);
     op_finish(m, &j->op, j->r, j->error, j->status, j->timings);
-    json_decref(j->timings);
-    store_operation_release(&j->op);
-    store_sandbox_release(&j->sb);
-    free(j->node_socket);
-    free(j->init_json);
-    free(j->error);
-    free(j);
+    op_job_free(j);
     controller_kick(m);
 }
 
+/*
+ * Starts a worker for op, claimed by this process, dispatching by its kind;
+ * takes op's strings on success. -ENOENT: its sandbox is gone; -EOPNOTSUPP:
+ * a kind the table has but nothing implements yet (or one it does not know).
+ */
 static int op_start(struct manager *m, struct store_operation *op)
 {
-    struct op_job *j = calloc(1, sizeof(*j));
+    enum operation_kind kind = operation_kind_from_string(op->kind);
+    const struct operation_kind_info *info = operation_kind_info(kind);
+    struct op_job *j = NULL;
     int r;
 
+    if (!info || !info->implemented || !op_runners[kind]) {
+        return -EOPNOTSUPP;
+    }
+    j = calloc(1, sizeof(*j));
     if (!j) {
         return -ENOMEM;
     }
-    j->m = m;
-    if (strcmp(op->kind, OPERATION_CREATE) == 0) {
+    *j = (struct op_job){ .m = m, .kind = kind, .from = _SANDBOX_STATE_INVALID };
+    if (op->sandbox_id) {
         r = store_sandbox_get(m->store, op->sandbox_id, &j->sb);
         if (r < 0) {
-            free(j);
-            return r;
+            goto fail;
         }
+        j->from = sandbox_state_from_string(j->sb.state);
+        if (j->from < 0) {
+            log_sandbox_error(j->sb.id, "unknown state '%s' in the store", j->sb.state);
+            r = -EIO;
+            goto fail;
+        }
+        /* The request was checked against the table; the state may have moved since
+         * (a sandbox lost by its node): then the operation fails, as a 409 would. */
+        if (info->transitional >= 0 &&
+            !operation_transition_is_valid(kind, j->from, info->transitional)) {
+            r = -EBUSY;
+            goto fail;
+        }
+        /* Entering the kind's transitional state (create's row starts in it). */
+        if (info->transitional >= 0 && info->transitional != j->from) {
+            r = set_sandbox_state(m, kind, j->sb.id, j->from, info->transitional, j->sb.error,
+                                  now_us());
+            if (r < 0) {
+                goto fail;
+            }
+        }
+    }
+    if (kind == OPERATION_KIND_CREATE) {
         j->init_json = init_json_for(&j->sb);
+        if (!j->init_json) {
+            r = -ENOMEM;
+            goto fail;
+        }
     }
     j->node_socket = strdup(m->node_socket);
-    free(op->state);
-    op->state = strdup("running");
-    op->updated_at = now_us();
-    (void)store_operation_update(m->store, op);
-    j->op = *op;
-    *op = (struct store_operation){ 0 };
-    r = inflight_add(m, j->op.id);
-    if (r >= 0) {
-        r = event_util_run_job(m->base, &m->jobs, op_work, op_done, j);
+    if (!j->node_socket) {
+        r = -ENOMEM;
+        goto fail;
     }
+    /* tests/api/test_replicas.py counts these lines: one per claim. */
+    log_sandbox_info(op->sandbox_id, "running operation %s %s (attempt %lld)", op->kind, op->id,
+                     (long long)op->attempts);
+    r = inflight_add(m, op->id);
     if (r < 0) {
-        inflight_remove(m, j->op.id);
-        store_operation_release(&j->op);
-        store_sandbox_release(&j->sb);
-        free(j->node_socket);
-        free(j->init_json);
-        free(j);
+        goto fail;
     }
+    j->op = *op;
+    r = event_util_run_job(m->base, &m->jobs, op_work, op_done, j);
+    if (r < 0) {
+        inflight_remove(m, op->id);
+        j->op = (struct store_operation){ 0 }; /* still the caller's */
+        goto fail;
+    }
+    *op = (struct store_operation){ 0 };
+    return 0;
+fail:
+    op_job_free(j);
     return r;
 }
 
+/*
+ * Claims and starts operations until none is claimable or enough run. The
+ * claim is what keeps two controllers (replicas on one database) from ever
+ * running one operation at once; see store_operation_claim().
+ */
 void controller_kick(struct manager *m)
 {
-    struct store_operation *ops = NULL;
-    size_t n = 0;
+    while (!m->stopping && m->n_inflight < MAX_INFLIGHT_OPS) {
+        struct store_operation op = { 0 };
+        int64_t now = now_us();
+        int r;
 
-    if (m->stopping || store_operation_list_unfinished(m->store, &ops, &n) < 0) {
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (inflight_has(m, ops[i].id)) {
-            continue;
+        r = store_operation_claim(m->store, m->owner_id, now, now + (int64_t)LEASE_USEC, &op);
+        if (r == -ENOENT) {
+            return;
         }
-        int r = op_start(m, &ops[i]);
-        if (r == -ENOENT && ops[i].id) {
+        if (r < 0) {
+            log_warning_errno(r, "cannot claim operations: %m");
+            return;
+        }
+        r = op_start(m, &op);
+        if (r == -ENOENT) {
             /* Its sandbox row is gone: the operation can never run; end it instead of
-             * retrying it on every tick. */
-            op_finish(m, &ops[i], r, "sandbox no longer exists", 404, NULL);
+             * retrying it whenever its lease lapses. */
+            op_finish(m, &op, r, "sandbox no longer exists", 404, NULL);
+        } else if (r == -EOPNOTSUPP || r == -EBUSY) {
+            char msg[128];
+
+            snprintf(msg, sizeof(msg), r == -EBUSY ? "%s cannot run in the sandbox's state"
+                                                   : "%s is not implemented yet",
+                     op.kind);
+            op_finish(m, &op, r, msg, r == -EBUSY ? 409 : 501, NULL);
         } else if (r < 0) {
-            log_warning_errno(r, "cannot start operation %s: %m", ops[i].id ? ops[i].id : "?");
+            /* Left leased: it is claimed again once the lease lapses. */
+            log_warning_errno(r, "cannot start operation %s: %m", op.id);
+        }
+        store_operation_release(&op);
+        if (r < 0 && r != -ENOENT && r != -EOPNOTSUPP && r != -EBUSY) {
+            return;
         }
     }
-    store_operation_list_free(ops, n);
 }
 
-int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_op_id[33])
+int controller_request(struct manager *m, enum operation_kind kind, const char *sandbox_id,
+                       char ret_op_id[33], enum sandbox_state *ret_state)
 {
+    const struct operation_kind_info *info = operation_kind_info(kind);
     struct store_sandbox sb = { 0 };
+    struct store_operation busy = { 0 };
+    enum sandbox_state state;
+    bool queued_behind = false;
     int r;
 
+    if (!info || info->creates) {
+        return -EINVAL;
+    }
     r = store_sandbox_get(m->store, sandbox_id, &sb);
     if (r < 0) {
         return r;
     }
-    if (strcmp(sb.state, SANDBOX_STATE_KILLED) == 0 ||
-        strcmp(sb.desired_state, SANDBOX_STATE_KILLED) == 0) {
-        store_sandbox_release(&sb);
-        return -ENOENT; /* already killed or being killed: gone for the caller */
+    state = sandbox_state_from_string(sb.state);
+    if (ret_state) {
+        *ret_state = state;
     }
-    char *old = sb.desired_state;
-    sb.desired_state = SANDBOX_STATE_KILLED;
-    sb.updated_at = now_us();
-    r = store_begin(m->store);
+    /* Being killed is gone for callers, as killed is. */
+    if (state < 0 || strcmp(sb.desired_state, SANDBOX_STATE_KILLED) == 0) {
+        r = state < 0 ? -EIO : -ENOENT;
+        goto out;
+    }
+    r = operation_check_start(kind, state);
+    if (r < 0) {
+        goto out;
+    }
+    r = store_operation_get_unfinished(m->store, sandbox_id, &busy);
     if (r >= 0) {
-        r = store_sandbox_update(m->store, &sb);
+        /* One at a time: a conflicting kind is refused, a queued one runs after it. */
+        if (info->busy == OPERATION_BUSY_CONFLICT) {
+            r = -EBUSY;
+            goto out;
+        }
+        queued_behind = true;
+    } else if (r != -ENOENT) {
+        goto out;
     }
-    /* While a create runs, its completion issues the kill (op_finish). */
-    if (r >= 0 && strcmp(sb.state, SANDBOX_STATE_CREATING) != 0) {
-        r = controller_add_operation(m, OPERATION_KILL, sandbox_id, ret_op_id);
-    } else if (r >= 0) {
-        ret_op_id[0] = '\0';
+    r = store_begin(m->store);
+    if (r >= 0 && kind == OPERATION_KIND_KILL) {
+        r = store_sandbox_set_desired_state(m->store, sandbox_id, SANDBOX_STATE_KILLED, now_us());
+    }
+    if (r >= 0) {
+        r = controller_add_operation(m, kind, sandbox_id, ret_op_id);
     }
     r = r < 0 ? (store_rollback(m->store), r) : store_commit(m->store);
-    sb.desired_state = old;
-    store_sandbox_release(&sb);
-    if (r >= 0) {
-        controller_kick(m);
+    if (r < 0) {
+        goto out;
     }
+    /* Behind a create, which can take minutes, the caller is not asked to wait. */
+    if (queued_behind && busy.kind && strcmp(busy.kind, OPERATION_CREATE) == 0) {
+        ret_op_id[0] = '\0';
+    }
+    controller_kick(m);
+out:
+    store_operation_release(&busy);
+    store_sandbox_release(&sb);
     return r;
+}
+
+int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_op_id[33])
+{
+    return controller_request(m, OPERATION_KIND_KILL, sandbox_id, ret_op_id, NULL);
 }
 
 void controller_wait(struct manager *m, const char *op_id, struct evhttp_request *req,
@@ -347,19 +516,29 @@ void controller_wait(struct manager *m, const char *op_id, struct evhttp_request
     m->waiters = w;
 }
 
-static void expire_waiters(struct manager *m)
+/*
+ * Ends waits that timed out, and those whose operation another controller
+ * finished (a replica on the same database): only the runner wakes its own
+ * waiters at once, everyone else learns it from the store on the tick.
+ */
+static void poll_waiters(struct manager *m)
 {
     usec_t now = now_monotonic();
     struct waiter **pp = &m->waiters;
     while (*pp) {
         struct waiter *w = *pp;
-        if (w->deadline && w->deadline <= now) {
+        struct store_operation op = { 0 };
+        bool finished = store_operation_get(m->store, w->op_id, &op) >= 0 &&
+                        (strcmp(op.state, "succeeded") == 0 || strcmp(op.state, "failed") == 0);
+
+        if (finished || (w->deadline && w->deadline <= now)) {
             *pp = w->next;
-            w->fn(m, w->req, NULL, w->userdata);
+            w->fn(m, w->req, finished ? &op : NULL, w->userdata);
             free(w);
         } else {
             pp = &w->next;
         }
+        store_operation_release(&op);
     }
 }
 
@@ -441,7 +620,7 @@ static void sync_done(void *p)
         if (r == -ENOENT || (r >= 0 && strcmp(sb.state, SANDBOX_STATE_KILLED) == 0)) {
             log_sandbox_warning(id, "running on the node but not wanted, killing");
             (void)store_begin(m->store);
-            if (r == -ENOENT || controller_add_operation(m, OPERATION_KILL, id, op) < 0) {
+            if (r == -ENOENT || controller_add_operation(m, OPERATION_KIND_KILL, id, op) < 0) {
                 (void)store_rollback(m->store);
             } else {
                 (void)store_commit(m->store);
@@ -460,12 +639,8 @@ static void sync_done(void *p)
             }
             if (!found && !sandbox_busy(m, list[k].id)) {
                 log_sandbox_warning(list[k].id, "the node no longer has this sandbox");
-                free(list[k].state);
-                list[k].state = strdup(SANDBOX_STATE_KILLED);
-                free(list[k].error);
-                list[k].error = strdup("lost by its node");
-                list[k].updated_at = now_us();
-                (void)store_sandbox_update(m->store, &list[k]);
+                (void)store_sandbox_set_state(m->store, list[k].id, SANDBOX_STATE_KILLED,
+                                              "lost by its node", now_us());
             }
         }
         store_sandbox_list_free(list, n);
@@ -484,7 +659,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
     if (m->stopping) {
         return;
     }
-    expire_waiters(m);
+    renew_leases(m);
+    poll_waiters(m);
     enforce_timeouts(m);
     controller_kick(m);
     if (now_monotonic() - m->last_node_sync >= NODE_SYNC_USEC) {
@@ -505,8 +681,13 @@ int controller_start(struct manager *m)
 {
     struct timeval tv = { .tv_sec = TICK_USEC / USEC_PER_SEC };
 
-    /* Operations a previous process left "running" are simply run again: every step is
-     * idempotent. controller_kick() picks them up because they are still unfinished. */
+    /* Operations a previous process left "running" are run again once their lease lapses:
+     * every step is idempotent. The owner id is new on every start, so a restarted process
+     * never mistakes an old lease for one it holds. */
+    int r = random_hex(m->owner_id, 16);
+    if (r < 0) {
+        return r;
+    }
     m->tick = event_new(m->base, -1, EV_PERSIST, tick_cb, m);
     if (!m->tick) {
         return -ENOMEM;
@@ -528,9 +709,7 @@ void controller_stop(struct manager *m)
         event_free(m->tick);
         m->tick = NULL;
     }
-    for (size_t i = 0; i < m->n_inflight; i++) {
-        free(m->inflight[i]);
-    }
+    /* Leases of operations still running lapse by themselves; another start takes them over. */
     free(m->inflight);
     m->inflight = NULL;
     m->n_inflight = 0;

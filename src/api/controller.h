@@ -9,13 +9,21 @@
  * controller_start() simply re-runs what was unfinished. A periodic tick
  * enforces timeouts and reconciles the store against the node's own list.
  *
- *   operation: pending --worker starts--> running --node ok--> succeeded
- *                                                 \--node error--> failed
+ *   operation: pending --claimed (lease)--> running --node ok--> succeeded
+ *                                                   \--node error--> failed
+ *              running --lease lapsed (runner died)--> claimed again, attempts + 1
+ *
+ * Dispatch is by kind, through the lifecycle table (operation.h): a claimed
+ * operation moves its sandbox to the kind's transitional state, runs the
+ * kind's runner on a worker, and records the kind's success or failure
+ * state, each move checked against the table.
  */
 #include <event2/http.h>
 
 #include "api/manager.h"
+#include "api/operation.h"
 
+/* The store's kind strings of the two kinds that run today (operation.c's table). */
 #define OPERATION_CREATE "sandbox.create"
 #define OPERATION_KILL "sandbox.kill"
 
@@ -28,11 +36,26 @@ void controller_stop(struct manager *m);
  * that changed the sandbox row) and writes its id to ret_id (33 bytes).
  * The caller commits, then calls controller_kick().
  */
-int controller_add_operation(struct manager *m, const char *kind, const char *sandbox_id,
+int controller_add_operation(struct manager *m, enum operation_kind kind, const char *sandbox_id,
                              char ret_id[33]);
-/* Starts workers for pending operations. */
+/* Claims pending operations and starts workers for them. */
 void controller_kick(struct manager *m);
-/* Sets desired_state killed and records a kill operation (in its own transaction). */
+/*
+ * Records a request for an operation of kind on a sandbox, after checking it
+ * against the lifecycle table (operation_check_start()) and the one-at-a-time
+ * rule, in its own transaction; a kill also sets desired_state killed. The
+ * handlers' one entry point for every mutating verb but create.
+ *   -ENOENT      no such sandbox, or killed / being killed (404)
+ *   -EBUSY       not allowed from its state, or another operation runs on it and
+ *                the kind's busy policy is "conflict" (409; *ret_state says the state)
+ *   -EOPNOTSUPP  a kind the table has but nothing implements yet (501)
+ * ret_op_id (33 bytes) gets the operation's id, or "" when it is queued behind a
+ * create (the caller need not wait: it runs when the create ends). ret_state may be
+ * NULL; when not, it is written whenever the sandbox exists.
+ */
+int controller_request(struct manager *m, enum operation_kind kind, const char *sandbox_id,
+                       char ret_op_id[33], enum sandbox_state *ret_state);
+/* controller_request(OPERATION_KIND_KILL). */
 int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_op_id[33]);
 
 /* Called on the loop when operation op_id has finished (op is borrowed), or with

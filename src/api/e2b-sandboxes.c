@@ -488,27 +488,121 @@ static void free_strv(char **v)
     free(v);
 }
 
-/* Shared by both list generations. v2 paginates and filters by state. */
+/* The query parameters each list generation takes (E2B's spec, plus startedBefore on v2);
+ * any other, or one given twice, is refused rather than ignored. */
+static const char *const list_v1_params[] = { "metadata", NULL };
+static const char *const list_v2_params[] = { "metadata",     "state",         "limit",
+                                              "nextToken",    "order",         "startedAfter",
+                                              "startedBefore", "template",     NULL };
+
+static bool strv_contains(const char *const *v, const char *s)
+{
+    for (; *v; v++) {
+        if (strcmp(*v, s) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Replies 400 and returns false when the query names a parameter not in allowed. */
+static bool list_query_ok(struct evhttp_request *req, const char *const *allowed)
+{
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    struct evkeyvalq params;
+    struct evkeyval *kv, *other;
+    bool ok = true;
+
+    if (!q) {
+        return true;
+    }
+    if (evhttp_parse_query_str(q, &params) < 0) {
+        http_util_reply_error(req, 400, "malformed query string");
+        return false;
+    }
+    TAILQ_FOREACH(kv, &params, next)
+    {
+        if (!strv_contains(allowed, kv->key)) {
+            http_util_reply_error(req, 400, "unknown query parameter '%s'", kv->key);
+            ok = false;
+            break;
+        }
+        for (other = TAILQ_NEXT(kv, next); other; other = TAILQ_NEXT(other, next)) {
+            if (strcmp(other->key, kv->key) == 0) {
+                break;
+            }
+        }
+        if (other) {
+            http_util_reply_error(req, 400, "query parameter '%s' given more than once", kv->key);
+            ok = false;
+            break;
+        }
+    }
+    evhttp_clear_headers(&params);
+    return ok;
+}
+
+/* Parses an RFC 3339 time filter; replies 400 and returns -EINVAL when it is not one. */
+static int list_time_filter(struct evhttp_request *req, const char *name, const char *value,
+                            int64_t *ret)
+{
+    if (sandbox_parse_time(value, ret) < 0) {
+        http_util_reply_error(req, 400, "'%s' must be an RFC 3339 time, e.g. "
+                                        "2026-01-02T03:04:05Z, not '%s'", name, value);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/*
+ * Shared by both list generations: newest first (E2B's default), rows being killed left
+ * out in the store query itself so every page is full and the cursor stays exact. v2 also
+ * paginates and filters by state, start time and template, and honours `order`.
+ */
 static void list_sandboxes(struct request_ctx *c, bool v2)
 {
     static const char *const running[] = { SANDBOX_STATE_RUNNING, NULL };
     static const char *const none[] = { "-", NULL };
-    char *metadata = routes_query(c->req, "metadata");
-    char *state = v2 ? routes_query(c->req, "state") : NULL;
-    char *limit_s = v2 ? routes_query(c->req, "limit") : NULL;
-    char *next = v2 ? routes_query(c->req, "nextToken") : NULL;
+    char *metadata = NULL, *state = NULL, *limit_s = NULL, *next = NULL, *order = NULL;
+    char *after_s = NULL, *before_s = NULL, *template_id = NULL;
     char **pairs = NULL;
     struct store_sandbox *list = NULL;
     size_t n = 0;
     uint32_t limit = E2B_LIST_MAX;
+    int64_t after = 0, before = 0;
     bool want_running = true;
 
+    if (!list_query_ok(c->req, v2 ? list_v2_params : list_v1_params)) {
+        return;
+    }
+    metadata = routes_query(c->req, "metadata");
+    if (v2) {
+        state = routes_query(c->req, "state");
+        limit_s = routes_query(c->req, "limit");
+        next = routes_query(c->req, "nextToken");
+        order = routes_query(c->req, "order");
+        after_s = routes_query(c->req, "startedAfter");
+        before_s = routes_query(c->req, "startedBefore");
+        template_id = routes_query(c->req, "template");
+    }
     if (metadata && parse_metadata_filter(metadata, &pairs) < 0) {
         http_util_reply_error(c->req, 400, "invalid 'metadata' filter");
         goto out;
     }
     if (limit_s && (parse_u32(limit_s, &limit) < 0 || limit == 0 || limit > E2B_LIST_MAX)) {
         http_util_reply_error(c->req, 400, "'limit' must be between 1 and %d", E2B_LIST_MAX);
+        goto out;
+    }
+    if (order && strcmp(order, "asc") != 0 && strcmp(order, "desc") != 0) {
+        http_util_reply_error(c->req, 400, "'order' must be 'asc' or 'desc', not '%s'", order);
+        goto out;
+    }
+    if ((after_s && list_time_filter(c->req, "startedAfter", after_s, &after) < 0) ||
+        (before_s && list_time_filter(c->req, "startedBefore", before_s, &before) < 0)) {
+        goto out;
+    }
+    if (template_id && !template_name_is_valid(template_id)) {
+        http_util_reply_error(c->req, 400, "invalid 'template' '%s'", template_id);
         goto out;
     }
     if (state) {
@@ -527,27 +621,34 @@ static void list_sandboxes(struct request_ctx *c, bool v2)
         http_util_reply_error(c->req, 400, "invalid 'nextToken'");
         goto out;
     }
-    struct store_sandbox_filter f = { .states = want_running ? running : none,
-                                      .metadata = (const char *const *)pairs,
-                                      .after_id = next, .limit = v2 ? limit + 1 : 0 };
+    struct store_sandbox_filter f = {
+        .states = want_running ? running : none,
+        .metadata = (const char *const *)pairs,
+        .template_id = template_id,
+        .started_after = after_s ? &after : NULL,
+        .started_before = before_s ? &before : NULL,
+        .hide_dying = true,
+        .descending = !order || strcmp(order, "desc") == 0,
+        .after_id = next,
+        .limit = v2 ? limit + 1 : 0,
+    };
     int r = store_sandbox_list(c->m->store, &f, &list, &n);
+    if (r == -ENOENT && next) {
+        http_util_reply_error(c->req, 400, "'nextToken' names no sandbox");
+        goto out;
+    }
     if (r < 0) {
         http_util_reply_error(c->req, 500, "cannot list sandboxes: %s", strerror(-r));
         goto out;
     }
     json_t *arr = json_array();
-    const char *last = NULL;
-    size_t shown = 0;
-    for (size_t i = 0; i < n && (!v2 || shown < limit); i++) {
-        if (strcmp(list[i].desired_state, SANDBOX_STATE_KILLED) == 0) {
-            continue; /* being killed: already gone for clients */
-        }
+    size_t shown = v2 ? MIN(n, (size_t)limit) : n;
+    for (size_t i = 0; i < shown; i++) {
         json_array_append_new(arr, sandbox_to_e2b_detail(&list[i], c->m->domain));
-        last = list[i].id;
-        shown++;
     }
-    if (v2 && n > limit && last) {
-        evhttp_add_header(evhttp_request_get_output_headers(c->req), "X-Next-Token", last);
+    if (v2 && n > limit) {
+        evhttp_add_header(evhttp_request_get_output_headers(c->req), "X-Next-Token",
+                          list[limit - 1].id);
     }
     http_util_reply_json(c->req, 200, arr);
 out:
@@ -557,6 +658,10 @@ out:
     free(state);
     free(limit_s);
     free(next);
+    free(order);
+    free(after_s);
+    free(before_s);
+    free(template_id);
 }
 
 void e2b_sandbox_list_v1(struct request_ctx *c)

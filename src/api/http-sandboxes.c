@@ -145,6 +145,7 @@ void http_sandbox_list(struct request_ctx *c)
 {
     char *state = routes_query(c->req, "state"), *md = routes_query(c->req, "metadata");
     char *limit_s = routes_query(c->req, "limit"), *after = routes_query(c->req, "after");
+    char *order = routes_query(c->req, "order");
     const char *states[8] = { 0 }, *pairs[2] = { md, NULL };
     struct store_sandbox *list = NULL;
     size_t n = 0, ns = 0;
@@ -156,14 +157,16 @@ void http_sandbox_list(struct request_ctx *c)
         }
     }
     if ((limit_s && (parse_u32(limit_s, &limit) < 0 || limit == 0 || limit > 1000)) ||
-        (after && !sandbox_id_is_valid(after)) || (md && !strchr(md, '='))) {
+        (after && !sandbox_id_is_valid(after)) || (md && !strchr(md, '=')) ||
+        (order && strcmp(order, "asc") != 0 && strcmp(order, "desc") != 0)) {
         http_util_reply_error(c->req, 400, "invalid query: limit 1..1000, after an id, "
-                                           "metadata key=value");
+                                           "metadata key=value, order asc or desc");
         goto out;
     }
     struct store_sandbox_filter f = { .states = state ? states : NULL,
                                       .metadata = md ? pairs : NULL,
                                       .include_killed = state != NULL, .after_id = after,
+                                      .descending = order && strcmp(order, "desc") == 0,
                                       .limit = limit + 1 };
     int r = store_sandbox_list(c->m->store, &f, &list, &n);
     if (r < 0) {
@@ -183,6 +186,7 @@ out:
     free(md);
     free(limit_s);
     free(after);
+    free(order);
 }
 
 void http_sandbox_get(struct request_ctx *c)

@@ -6,10 +6,12 @@
 
 #include "api/auth.h"
 #include "api/controller.h"
+#include "api/routes.h"
 #include "api/sandbox.h"
 #include "basic/macro.h"
 #include "basic/random-util.h"
 #include "basic/time-util.h"
+#include "shared/http-util.h"
 
 #define MAX_METADATA_BYTES (64u * 1024)
 
@@ -89,7 +91,7 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     }
     r = store_sandbox_insert(m->store, &sb);
     if (r >= 0) {
-        r = controller_add_operation(m, OPERATION_CREATE, ret_id, ret_op);
+        r = controller_add_operation(m, OPERATION_KIND_CREATE, ret_id, ret_op);
     }
     r = r < 0 ? (store_rollback(m->store), r) : store_commit(m->store);
     if (r >= 0) {
@@ -130,9 +132,7 @@ int lifecycle_set_timeout(struct manager *m, const char *id, int64_t timeout_s, 
     }
     int64_t end = now + timeout_s * (int64_t)USEC_PER_SEC;
     if (!extend_only || (sb.end_at && end > sb.end_at)) {
-        sb.end_at = end;
-        sb.updated_at = now;
-        r = store_sandbox_update(m->store, &sb);
+        r = store_sandbox_set_end_at(m->store, id, end, now);
     }
     store_sandbox_release(&sb);
     return r;
@@ -146,4 +146,28 @@ int lifecycle_create_failed_status(const struct store_operation *op)
 
     json_decref(res);
     return status == 404 || status == 504 ? status : 500;
+}
+
+void lifecycle_reply_request_error(struct evhttp_request *req, int r, const char *id,
+                                   enum operation_kind kind, enum sandbox_state state)
+{
+    const char *kind_s = operation_kind_to_string(kind) ?: "operation";
+    const char *state_s = sandbox_state_to_string(state) ?: "unknown";
+
+    switch (r) {
+    case -ENOENT:
+        http_util_reply_error(req, 404, "sandbox '%s' not found", id);
+        break;
+    case -EBUSY:
+        http_util_reply_error(req, 409, "sandbox '%s' is %s: %s cannot start now", id, state_s,
+                              kind_s);
+        break;
+    case -EOPNOTSUPP:
+        http_util_reply_error(req, 501, "%s is not implemented yet in space", kind_s);
+        break;
+    default:
+        http_util_reply_error(req, routes_status_from_errno(r), "cannot run %s on sandbox '%s': %s",
+                              kind_s, id, strerror(-r));
+        break;
+    }
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "api/manager.h"
+#include "api/operation.h"
 #include "api/store.h"
 #include "shared/sandbox-id.h"
 
@@ -32,3 +33,12 @@ int lifecycle_get_live(struct manager *m, const char *id, struct store_sandbox *
 int lifecycle_create_failed_status(const struct store_operation *op);
 /* Sets end_at = now + timeout_s (extend_only: never earlier than it is). */
 int lifecycle_set_timeout(struct manager *m, const char *id, int64_t timeout_s, bool extend_only);
+
+/*
+ * Answers a failed controller_request(kind) with the status and {code, message} the
+ * table implies: 404 gone, 409 naming the sandbox's current state ("sandbox 'x' is
+ * creating; sandbox.pause must wait until its current operation ends"), 501 naming
+ * the kind, else routes_status_from_errno().
+ */
+void lifecycle_reply_request_error(struct evhttp_request *req, int r, const char *id,
+                                   enum operation_kind kind, enum sandbox_state state);

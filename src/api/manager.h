@@ -15,6 +15,12 @@
 struct ingress;
 struct waiter;
 
+/* An operation this process holds the lease of and runs on a worker (controller.c). */
+struct inflight_op {
+    char id[33];
+    usec_t renewed_at; /* monotonic */
+};
+
 /* Which listener a request came in on: the Unix socket is the local admin's (no API key). */
 struct listener {
     struct manager *m;
@@ -38,8 +44,9 @@ struct manager {
     unsigned max_sandboxes;
     unsigned jobs;             /* worker jobs in flight */
     struct waiter *waiters;
-    char **inflight;           /* operation ids a worker is running */
+    struct inflight_op *inflight; /* operations a worker is running, leased by owner_id */
     size_t n_inflight;
+    char owner_id[33];         /* this process's lease owner id: random per start */
     usec_t last_node_sync;
     bool stopping;
 };

@@ -3,13 +3,14 @@
  * The control plane's view of a sandbox (a store_sandbox row) and how it is
  * shown on the wire, natively and E2B-style (e2b-compat.md §3.2).
  *
- * States (observed, `state` column):
+ * States (observed, `state` column) and what moves them are the lifecycle
+ * table in operation.h (enum sandbox_state; the strings below are the
+ * store's and the API's spelling of its values). Today:
  *   creating --create op ok--> running --kill op--> killed
  *   creating --create op failed--> killed (error set)
  *   running --node lost it (reconcile)--> killed (error set)
  * desired_state is "running" until a kill (API call, timeout) sets "killed";
- * the controller (controller.c) drives state toward it. Pause/suspend come
- * with the state issue.
+ * the controller (controller.c) drives state toward it.
  */
 #include <jansson.h>
 #include <stdint.h>

@@ -1,18 +1,21 @@
 #pragma once
 /*
- * What store.c shares with the two implementations behind the store seam
+ * What store.c shares with the two database drivers behind the store seam
  * (store-sqlite.c, store-pg.c). Callers never include this: they use
- * store.h. Everything here is about running the one schema's SQL:
+ * store.h. The seam sits one level below the verbs: a driver knows how to
+ * open a connection, run transactions, run one statement with typed
+ * parameters and hand back its rows, plus a few dialect hooks; every verb
+ * (insert, get, list, claim, ...) is written once, in store.c, over it.
  *
- *  - struct store_ops, the seam itself, and struct store, the head every
- *    implementation embeds as its first member;
- *  - the SQL text both implementations run. Parameters are written $1..$n:
- *    PostgreSQL's syntax, and to SQLite a named parameter "$1", which
- *    store-sqlite.c binds by name. The text never contains a value;
- *  - parameters and result values in a backend-neutral form, and the shared
- *    code that turns them into and out of store rows, so column order is
- *    written down exactly once;
+ *  - struct store_driver, the seam, and struct store, the head every
+ *    driver embeds as its first member;
+ *  - parameters and result values in a backend-neutral form;
  *  - the embedded migrations (generated from migrations/NNNN-*.sql).
+ *
+ * Placeholders: the shared SQL writes $1..$n. That is PostgreSQL's syntax,
+ * and SQLite reads "$1" as a named parameter that store-sqlite.c binds by
+ * the number in its name, so no dialect hook is needed to rewrite them (a
+ * driver for a database that only knows '?' would add one here).
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,13 +26,15 @@
 struct strbuf;
 
 /*
- * The head of every implementation's object. in_transaction is maintained
- * by the store_begin/commit/rollback() wrappers; implementations only read
- * it (store-pg.c must not reconnect or retry inside a transaction).
+ * The head of every driver's object. in_transaction is maintained by the
+ * store_begin/commit/rollback() wrappers; drivers only read it (store-pg.c
+ * must not reconnect or retry inside a transaction). claim_sql is built
+ * once, from the dialect, the first time store_operation_claim() runs.
  */
 struct store {
-    const struct store_ops *ops;
+    const struct store_driver *driver;
     bool in_transaction;
+    char *claim_sql;
 };
 
 enum store_param_type {
@@ -80,15 +85,22 @@ extern const struct store_migration store_migrations[];
 extern const size_t store_migrations_n;
 
 /*
- * The seam. Every member is required except migration_lock. The wrappers
- * in store.c validate arguments (non-NULL, UTF-8, JSON shape) before
- * calling, so implementations see only well-formed rows. Return values
- * follow store.h; ret_* are written only on success.
+ * Appends the dialect's test "the metadata object has key $key_param with
+ * value $value_param" (parameter numbers, 1-based).
  */
-struct store_ops {
+typedef int (*store_metadata_clause_fn)(struct strbuf *sql, size_t key_param, size_t value_param);
+
+/*
+ * The seam: one per database. Every member is required except
+ * migration_lock_sql. store.c validates arguments (non-NULL, UTF-8, JSON
+ * shape) before calling, so drivers see only well-formed values. Return
+ * values follow store.h; ret_* are written only on success.
+ */
+struct store_driver {
     const char *kind;
     /* target is the URL with any "sqlite:" prefix removed. */
     int (*open)(const char *target, struct store **ret);
+    /* Frees the driver's object; store.c frees what struct store holds. */
     void (*close)(struct store *s);
 
     int (*begin)(struct store *s);
@@ -98,80 +110,31 @@ struct store_ops {
 
     /* Runs a parameterless script of one or more statements (a migration). */
     int (*exec_script)(struct store *s, const char *sql);
+    /*
+     * Runs one statement: fn (may be NULL) sees each result row, *ret_changes
+     * (may be NULL) gets the rows an INSERT/UPDATE/DELETE changed. With
+     * stable_sql the text lives as long as the store and is the same for every
+     * call with this address, so the driver may keep it prepared. A failed
+     * statement inside a transaction fails only itself (store.c's contract).
+     */
+    int (*run)(struct store *s, const char *sql, bool stable_sql, const struct store_param *params,
+               size_t n_params, store_row_fn fn, void *userdata, uint64_t *ret_changes);
+
+    /* ---- dialect hooks ---- */
     /* Serialises concurrent migrators until the transaction ends; NULL when BEGIN does. */
-    int (*migration_lock)(struct store *s);
-    int (*migration_applied)(struct store *s, int64_t version, bool *ret);
-    int (*migration_record)(struct store *s, int64_t version, int64_t applied_at);
-
-    int (*sandbox_insert)(struct store *s, const struct store_sandbox *sb);
-    int (*sandbox_update)(struct store *s, const struct store_sandbox *sb);
-    int (*sandbox_get)(struct store *s, const char *id, struct store_sandbox *ret);
-    int (*sandbox_list)(struct store *s, const struct store_sandbox_filter *f,
-                        struct store_sandbox **ret, size_t *ret_n);
-    int (*sandbox_delete)(struct store *s, const char *id);
-
-    int (*operation_insert)(struct store *s, const struct store_operation *op);
-    int (*operation_update)(struct store *s, const struct store_operation *op);
-    int (*operation_get)(struct store *s, const char *id, struct store_operation *ret);
-    int (*operation_list_unfinished)(struct store *s, struct store_operation **ret, size_t *ret_n);
-
-    int (*api_key_insert)(struct store *s, const struct store_api_key *key);
-    int (*api_key_get_by_hash)(struct store *s, const char *hash, struct store_api_key *ret);
-    int (*api_key_list)(struct store *s, struct store_api_key **ret, size_t *ret_n);
-    int (*api_key_delete)(struct store *s, const char *id);
-    int (*api_key_touch)(struct store *s, const char *id, int64_t used_at);
+    const char *migration_lock_sql;
+    store_metadata_clause_fn metadata_clause;
+    /*
+     * Appended to the row selection of store_operation_claim() so concurrent
+     * claimers skip rows another one holds (PostgreSQL: FOR UPDATE SKIP LOCKED).
+     * Empty where writers are serialised anyway (SQLite: one writer at a time,
+     * and the claim is a single UPDATE that re-checks the lease).
+     */
+    const char *claim_lock_clause;
 };
 
-extern const struct store_ops store_sqlite_ops;
-extern const struct store_ops store_pg_ops;
-
-/* SQL shared by both implementations (defined in store.c). */
-extern const char store_sql_migrations_table[];
-extern const char store_sql_migration_applied[];
-extern const char store_sql_migration_record[];
-extern const char store_sql_sandbox_insert[];
-extern const char store_sql_sandbox_update[];
-extern const char store_sql_sandbox_get[];
-extern const char store_sql_sandbox_cursor[];
-extern const char store_sql_sandbox_delete[];
-extern const char store_sql_operation_insert[];
-extern const char store_sql_operation_update[];
-extern const char store_sql_operation_get[];
-extern const char store_sql_operation_list_unfinished[];
-extern const char store_sql_api_key_insert[];
-extern const char store_sql_api_key_get_by_hash[];
-extern const char store_sql_api_key_list[];
-extern const char store_sql_api_key_delete[];
-extern const char store_sql_api_key_touch[];
-
-/* Parameter arrays for the insert/update statements above; the row is borrowed. */
-#define STORE_SANDBOX_N_PARAMS 17
-#define STORE_OPERATION_N_PARAMS 8
-#define STORE_API_KEY_N_PARAMS 6
-void store_sandbox_params(const struct store_sandbox *sb, struct store_param *ret);
-void store_operation_params(const struct store_operation *op, struct store_param *ret);
-void store_api_key_params(const struct store_api_key *key, struct store_param *ret);
-
-/*
- * Rows collected from a statement: pass store_rows_add as the row callback
- * and the struct as its userdata, then take the rows out. The init
- * functions pick the row type.
- */
-struct store_rows {
-    void *items;
-    size_t n, alloc, size;
-    int (*decode)(const struct store_value *cols, size_t n_cols, void *item);
-    void (*release)(void *item);
-};
-void store_rows_init_sandbox(struct store_rows *rows);
-void store_rows_init_operation(struct store_rows *rows);
-void store_rows_init_api_key(struct store_rows *rows);
-int store_rows_add(const struct store_value *cols, size_t n_cols, void *rows);
-/* Moves the first row into *ret (an item of the rows' type); -ENOENT when there is none. */
-int store_rows_take_one(struct store_rows *rows, void *ret);
-/* Returns the array (NULL when empty) and its length; rows is left empty. */
-void *store_rows_take_all(struct store_rows *rows, size_t *ret_n);
-void store_rows_release(struct store_rows *rows);
+extern const struct store_driver store_sqlite_driver;
+extern const struct store_driver store_pg_driver;
 
 /* Row callback for a single BIGINT column; userdata is a struct store_int64_row. */
 struct store_int64_row {
@@ -179,30 +142,3 @@ struct store_int64_row {
     bool found;
 };
 int store_row_int64(const struct store_value *cols, size_t n_cols, void *userdata);
-
-/*
- * The statement store_sandbox_list() runs, built from the filter. Only
- * placeholders are written into sql; values go into params.
- */
-struct store_query {
-    char *sql;
-    struct store_param *params;
-    size_t n_params;
-    char **owned; /* copies the params point into */
-    size_t n_owned;
-};
-
-/*
- * Appends the dialect's test "the metadata object has key $key_param with
- * value $value_param" (parameter numbers, 1-based).
- */
-typedef int (*store_metadata_clause_fn)(struct strbuf *sql, size_t key_param, size_t value_param);
-
-/*
- * Builds the list query. cursor_created_at is the created_at of f->after_id's
- * row, looked up by the caller (store_sql_sandbox_cursor); ignored when
- * f->after_id is NULL. -EINVAL for a malformed filter.
- */
-int store_sandbox_list_query(const struct store_sandbox_filter *f, int64_t cursor_created_at,
-                             store_metadata_clause_fn metadata_clause, struct store_query *ret);
-void store_query_release(struct store_query *q);

@@ -5,8 +5,7 @@
  * One connection, opened from the URL with client_encoding forced to UTF8
  * and, unless the URL says otherwise, a 10 s connect timeout. Every
  * statement goes through PQexecParams() with text parameters (integers are
- * printed here); the SQL text is the shared text of store-internal.h and
- * never contains a value. Server notices ("relation already exists,
+ * printed here); the SQL text is store.c's and never contains a value. Server notices ("relation already exists,
  * skipping") go to the debug log instead of libpq's default, stderr.
  *
  * Lost connections: before a statement, a connection known to be broken is
@@ -25,8 +24,11 @@
  * on failure. That costs two round trips per statement, only inside
  * transactions, which are rare and short.
  *
- * Errors: unique_violation (23505) is -EEXIST (inserts use ON CONFLICT DO
- * NOTHING, so "no row changed" is -EEXIST too), foreign_key_violation
+ * Claims: the claim's row selection ends in FOR UPDATE SKIP LOCKED, so
+ * replicas claiming at once each take a different row instead of queueing
+ * on one (store.c explains the statement).
+ *
+ * Errors: unique_violation (23505) is -EEXIST, foreign_key_violation
  * (23503) -ENOENT, out_of_memory (53200) and libpq allocation failures
  * -ENOMEM, anything else -EIO with the server's message logged at debug.
  *
@@ -64,7 +66,7 @@ struct store_pg {
 
 static struct store_pg *to_pg(struct store *s)
 {
-    assert(s->ops == &store_pg_ops);
+    assert(s->driver == &store_pg_driver);
     return (struct store_pg *)s;
 }
 
@@ -208,9 +210,11 @@ static int pg_rows(const PGresult *res, store_row_fn fn, void *userdata)
  * Runs one statement: fn (may be NULL) sees each result row, *ret_changes
  * (may be NULL) gets the rows an INSERT/UPDATE/DELETE changed.
  */
-static int pg_run(struct store_pg *s, const char *sql, const struct store_param *params,
-                  size_t n_params, store_row_fn fn, void *userdata, uint64_t *ret_changes)
+static int pg_run(struct store *base, const char *sql, bool stable_sql,
+                  const struct store_param *params, size_t n_params, store_row_fn fn,
+                  void *userdata, uint64_t *ret_changes)
 {
+    struct store_pg *s = to_pg(base);
     const bool savepoint = s->base.in_transaction;
     const char **values = NULL;
     char *numbers = NULL; /* n_params slots of INT64_TEXT_MAX bytes */
@@ -292,20 +296,6 @@ out:
     return r;
 }
 
-/* A statement that must change exactly one row: none is -ENOENT (or -EEXIST for an insert). */
-static int pg_change_one(struct store_pg *s, const char *sql, const struct store_param *params,
-                         size_t n_params, int none)
-{
-    uint64_t changes = 0;
-    int r;
-
-    r = pg_run(s, sql, params, n_params, NULL, NULL, &changes);
-    if (r < 0) {
-        return r;
-    }
-    return changes > 0 ? 0 : none;
-}
-
 static void pg_close(struct store *base)
 {
     struct store_pg *s = to_pg(base);
@@ -330,7 +320,7 @@ static int pg_open(const char *url, struct store **ret)
     if (!s) {
         return -ENOMEM;
     }
-    s->base.ops = &store_pg_ops;
+    s->base.driver = &store_pg_driver;
     s->conn = PQconnectdbParams(keywords, values, 1);
     if (!s->conn) {
         r = -ENOMEM;
@@ -391,77 +381,6 @@ static int pg_exec_script(struct store *base, const char *sql)
     return pg_simple(to_pg(base), sql, true);
 }
 
-static int pg_migration_lock(struct store *base)
-{
-    return pg_run(to_pg(base), MIGRATION_LOCK_SQL, NULL, 0, NULL, NULL, NULL);
-}
-
-static int pg_migration_applied(struct store *base, int64_t version, bool *ret)
-{
-    const struct store_param p[] = { STORE_PARAM_INT(version) };
-    struct store_int64_row row = { 0 };
-    int r;
-
-    r = pg_run(to_pg(base), store_sql_migration_applied, p, ARRAY_SIZE(p), store_row_int64, &row,
-               NULL);
-    if (r < 0) {
-        return r;
-    }
-    *ret = row.found;
-    return 0;
-}
-
-static int pg_migration_record(struct store *base, int64_t version, int64_t applied_at)
-{
-    const struct store_param p[] = { STORE_PARAM_INT(version), STORE_PARAM_INT(applied_at) };
-
-    return pg_run(to_pg(base), store_sql_migration_record, p, ARRAY_SIZE(p), NULL, NULL, NULL);
-}
-
-/* Runs a SELECT keyed by one text parameter and moves its first row into *ret. */
-static int pg_get(struct store_pg *s, const char *sql, const char *key,
-                  void (*init)(struct store_rows *), void *ret)
-{
-    const struct store_param p[] = { STORE_PARAM_TEXT(key) };
-    struct store_rows rows;
-    int r;
-
-    init(&rows);
-    r = pg_run(s, sql, p, ARRAY_SIZE(p), store_rows_add, &rows, NULL);
-    if (r >= 0) {
-        r = store_rows_take_one(&rows, ret);
-    }
-    store_rows_release(&rows);
-    return r;
-}
-
-/* Runs a parameterless SELECT collecting every row. */
-static int pg_all(struct store_pg *s, const char *sql, struct store_rows *rows)
-{
-    return pg_run(s, sql, NULL, 0, store_rows_add, rows, NULL);
-}
-
-static int pg_sandbox_insert(struct store *base, const struct store_sandbox *sb)
-{
-    struct store_param p[STORE_SANDBOX_N_PARAMS];
-
-    store_sandbox_params(sb, p);
-    return pg_change_one(to_pg(base), store_sql_sandbox_insert, p, ARRAY_SIZE(p), -EEXIST);
-}
-
-static int pg_sandbox_update(struct store *base, const struct store_sandbox *sb)
-{
-    struct store_param p[STORE_SANDBOX_N_PARAMS];
-
-    store_sandbox_params(sb, p);
-    return pg_change_one(to_pg(base), store_sql_sandbox_update, p, ARRAY_SIZE(p), -ENOENT);
-}
-
-static int pg_sandbox_get(struct store *base, const char *id, struct store_sandbox *ret)
-{
-    return pg_get(to_pg(base), store_sql_sandbox_get, id, store_rows_init_sandbox, ret);
-}
-
 /*
  * The column is TEXT (one schema for both databases) and cast per row;
  * ->> with a text key yields the member's string value, NULL when absent.
@@ -474,128 +393,7 @@ static int pg_metadata_clause(struct strbuf *sql, size_t key_param, size_t value
                           value_param);
 }
 
-static int pg_sandbox_list(struct store *base, const struct store_sandbox_filter *f,
-                           struct store_sandbox **ret, size_t *ret_n)
-{
-    struct store_pg *s = to_pg(base);
-    struct store_int64_row cursor = { 0 };
-    struct store_query q = { 0 };
-    struct store_rows rows;
-    int r;
-
-    store_rows_init_sandbox(&rows);
-    if (f->after_id) {
-        const struct store_param p[] = { STORE_PARAM_TEXT(f->after_id) };
-
-        r = pg_run(s, store_sql_sandbox_cursor, p, ARRAY_SIZE(p), store_row_int64, &cursor, NULL);
-        if (r < 0) {
-            goto out;
-        }
-        if (!cursor.found) {
-            r = -ENOENT;
-            goto out;
-        }
-    }
-    r = store_sandbox_list_query(f, cursor.value, pg_metadata_clause, &q);
-    if (r < 0) {
-        goto out;
-    }
-    r = pg_run(s, q.sql, q.params, q.n_params, store_rows_add, &rows, NULL);
-    if (r < 0) {
-        goto out;
-    }
-    *ret = store_rows_take_all(&rows, ret_n);
-out:
-    store_query_release(&q);
-    store_rows_release(&rows);
-    return r;
-}
-
-static int pg_sandbox_delete(struct store *base, const char *id)
-{
-    const struct store_param p[] = { STORE_PARAM_TEXT(id) };
-
-    return pg_change_one(to_pg(base), store_sql_sandbox_delete, p, ARRAY_SIZE(p), -ENOENT);
-}
-
-static int pg_operation_insert(struct store *base, const struct store_operation *op)
-{
-    struct store_param p[STORE_OPERATION_N_PARAMS];
-
-    store_operation_params(op, p);
-    return pg_change_one(to_pg(base), store_sql_operation_insert, p, ARRAY_SIZE(p), -EEXIST);
-}
-
-static int pg_operation_update(struct store *base, const struct store_operation *op)
-{
-    struct store_param p[STORE_OPERATION_N_PARAMS];
-
-    store_operation_params(op, p);
-    return pg_change_one(to_pg(base), store_sql_operation_update, p, ARRAY_SIZE(p), -ENOENT);
-}
-
-static int pg_operation_get(struct store *base, const char *id, struct store_operation *ret)
-{
-    return pg_get(to_pg(base), store_sql_operation_get, id, store_rows_init_operation, ret);
-}
-
-static int pg_operation_list_unfinished(struct store *base, struct store_operation **ret,
-                                        size_t *ret_n)
-{
-    struct store_rows rows;
-    int r;
-
-    store_rows_init_operation(&rows);
-    r = pg_all(to_pg(base), store_sql_operation_list_unfinished, &rows);
-    if (r >= 0) {
-        *ret = store_rows_take_all(&rows, ret_n);
-    }
-    store_rows_release(&rows);
-    return r;
-}
-
-static int pg_api_key_insert(struct store *base, const struct store_api_key *key)
-{
-    struct store_param p[STORE_API_KEY_N_PARAMS];
-
-    store_api_key_params(key, p);
-    return pg_change_one(to_pg(base), store_sql_api_key_insert, p, ARRAY_SIZE(p), -EEXIST);
-}
-
-static int pg_api_key_get_by_hash(struct store *base, const char *hash, struct store_api_key *ret)
-{
-    return pg_get(to_pg(base), store_sql_api_key_get_by_hash, hash, store_rows_init_api_key, ret);
-}
-
-static int pg_api_key_list(struct store *base, struct store_api_key **ret, size_t *ret_n)
-{
-    struct store_rows rows;
-    int r;
-
-    store_rows_init_api_key(&rows);
-    r = pg_all(to_pg(base), store_sql_api_key_list, &rows);
-    if (r >= 0) {
-        *ret = store_rows_take_all(&rows, ret_n);
-    }
-    store_rows_release(&rows);
-    return r;
-}
-
-static int pg_api_key_delete(struct store *base, const char *id)
-{
-    const struct store_param p[] = { STORE_PARAM_TEXT(id) };
-
-    return pg_change_one(to_pg(base), store_sql_api_key_delete, p, ARRAY_SIZE(p), -ENOENT);
-}
-
-static int pg_api_key_touch(struct store *base, const char *id, int64_t used_at)
-{
-    const struct store_param p[] = { STORE_PARAM_TEXT(id), STORE_PARAM_INT(used_at) };
-
-    return pg_change_one(to_pg(base), store_sql_api_key_touch, p, ARRAY_SIZE(p), -ENOENT);
-}
-
-const struct store_ops store_pg_ops = {
+const struct store_driver store_pg_driver = {
     .kind = "postgresql",
     .open = pg_open,
     .close = pg_close,
@@ -603,21 +401,8 @@ const struct store_ops store_pg_ops = {
     .commit = pg_commit,
     .rollback = pg_rollback,
     .exec_script = pg_exec_script,
-    .migration_lock = pg_migration_lock,
-    .migration_applied = pg_migration_applied,
-    .migration_record = pg_migration_record,
-    .sandbox_insert = pg_sandbox_insert,
-    .sandbox_update = pg_sandbox_update,
-    .sandbox_get = pg_sandbox_get,
-    .sandbox_list = pg_sandbox_list,
-    .sandbox_delete = pg_sandbox_delete,
-    .operation_insert = pg_operation_insert,
-    .operation_update = pg_operation_update,
-    .operation_get = pg_operation_get,
-    .operation_list_unfinished = pg_operation_list_unfinished,
-    .api_key_insert = pg_api_key_insert,
-    .api_key_get_by_hash = pg_api_key_get_by_hash,
-    .api_key_list = pg_api_key_list,
-    .api_key_delete = pg_api_key_delete,
-    .api_key_touch = pg_api_key_touch,
+    .run = pg_run,
+    .migration_lock_sql = MIGRATION_LOCK_SQL,
+    .metadata_clause = pg_metadata_clause,
+    .claim_lock_clause = " FOR UPDATE OF o SKIP LOCKED",
 };

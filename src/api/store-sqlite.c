@@ -8,9 +8,9 @@
  * result codes so a constraint violation can be told apart.
  *
  * Every statement is prepared with its parameters bound (sqlite_run()); the
- * fixed statements of store-internal.h are prepared once and kept in a small
- * cache keyed by the address of their text, the list query (whose shape
- * depends on the filter) is prepared per call. The shared SQL writes
+ * fixed statements of store.c (stable_sql) are prepared once and kept in a
+ * small cache keyed by the address of their text, the others (the list
+ * query, whose shape depends on the filter) are prepared per call. The shared SQL writes
  * parameters as $1..$n, which SQLite treats as named parameters "$1"...;
  * sqlite_bind() binds each by the number in its name, so repeating a
  * parameter or using them out of order is safe.
@@ -19,8 +19,11 @@
  * writers queue on the busy timeout instead of one failing with SQLITE_BUSY
  * when it upgrades from reader to writer. That also serialises migrators.
  *
- * Errors: a PRIMARY KEY/UNIQUE violation is -EEXIST (inserts use ON CONFLICT
- * DO NOTHING, so "no row changed" is -EEXIST too), a FOREIGN KEY violation
+ * Claims: SQLite has no row locks; a write transaction locks the database,
+ * so the claim's single UPDATE ... RETURNING runs alone and re-checks the
+ * lease itself (claim_lock_clause is empty).
+ *
+ * Errors: a PRIMARY KEY/UNIQUE violation is -EEXIST, a FOREIGN KEY violation
  * -ENOENT (the referenced row is missing), SQLITE_NOMEM -ENOMEM, everything
  * else -EIO with SQLite's message logged at debug.
  *
@@ -53,7 +56,7 @@ struct store_sqlite {
 
 static struct store_sqlite *to_sqlite(struct store *s)
 {
-    assert(s->ops == &store_sqlite_ops);
+    assert(s->driver == &store_sqlite_driver);
     return (struct store_sqlite *)s;
 }
 
@@ -177,10 +180,11 @@ static int sqlite_row(sqlite3_stmt *stmt, store_row_fn fn, void *userdata)
  * Runs one statement: fn (may be NULL) sees each result row, *ret_changes
  * (may be NULL) gets the rows an INSERT/UPDATE/DELETE changed.
  */
-static int sqlite_run(struct store_sqlite *s, const char *sql, bool cache,
+static int sqlite_run(struct store *base, const char *sql, bool cache,
                       const struct store_param *params, size_t n_params, store_row_fn fn,
                       void *userdata, uint64_t *ret_changes)
 {
+    struct store_sqlite *s = to_sqlite(base);
     sqlite3_stmt *stmt = NULL;
     bool cached = false;
     int r;
@@ -225,20 +229,6 @@ out:
     return r;
 }
 
-/* A statement that must change exactly one row: none is -ENOENT (or -EEXIST for an insert). */
-static int sqlite_change_one(struct store_sqlite *s, const char *sql,
-                             const struct store_param *params, size_t n_params, int none)
-{
-    uint64_t changes = 0;
-    int r;
-
-    r = sqlite_run(s, sql, true, params, n_params, NULL, NULL, &changes);
-    if (r < 0) {
-        return r;
-    }
-    return changes > 0 ? 0 : none;
-}
-
 static int sqlite_exec(struct store_sqlite *s, const char *sql)
 {
     char *error = NULL;
@@ -274,7 +264,7 @@ static int sqlite_open(const char *target, struct store **ret)
     if (!s) {
         return -ENOMEM;
     }
-    s->base.ops = &store_sqlite_ops;
+    s->base.driver = &store_sqlite_driver;
     rc = sqlite3_open_v2(target, &s->db,
                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
@@ -339,74 +329,6 @@ static int sqlite_exec_script(struct store *base, const char *sql)
     return sqlite_exec(to_sqlite(base), sql);
 }
 
-static int sqlite_migration_applied(struct store *base, int64_t version, bool *ret)
-{
-    const struct store_param p[] = { STORE_PARAM_INT(version) };
-    struct store_int64_row row = { 0 };
-    int r;
-
-    /* Not cached: it runs once per migration, at start-up. */
-    r = sqlite_run(to_sqlite(base), store_sql_migration_applied, false, p, ARRAY_SIZE(p),
-                   store_row_int64, &row, NULL);
-    if (r < 0) {
-        return r;
-    }
-    *ret = row.found;
-    return 0;
-}
-
-static int sqlite_migration_record(struct store *base, int64_t version, int64_t applied_at)
-{
-    const struct store_param p[] = { STORE_PARAM_INT(version), STORE_PARAM_INT(applied_at) };
-
-    return sqlite_run(to_sqlite(base), store_sql_migration_record, false, p, ARRAY_SIZE(p), NULL,
-                      NULL, NULL);
-}
-
-/* Runs a cached SELECT and moves its first row into *ret. */
-static int sqlite_get(struct store_sqlite *s, const char *sql, const char *key,
-                      void (*init)(struct store_rows *), void *ret)
-{
-    const struct store_param p[] = { STORE_PARAM_TEXT(key) };
-    struct store_rows rows;
-    int r;
-
-    init(&rows);
-    r = sqlite_run(s, sql, true, p, ARRAY_SIZE(p), store_rows_add, &rows, NULL);
-    if (r >= 0) {
-        r = store_rows_take_one(&rows, ret);
-    }
-    store_rows_release(&rows);
-    return r;
-}
-
-/* Runs a cached parameterless SELECT and returns all its rows. */
-static int sqlite_all(struct store_sqlite *s, const char *sql, struct store_rows *rows)
-{
-    return sqlite_run(s, sql, true, NULL, 0, store_rows_add, rows, NULL);
-}
-
-static int sqlite_sandbox_insert(struct store *base, const struct store_sandbox *sb)
-{
-    struct store_param p[STORE_SANDBOX_N_PARAMS];
-
-    store_sandbox_params(sb, p);
-    return sqlite_change_one(to_sqlite(base), store_sql_sandbox_insert, p, ARRAY_SIZE(p), -EEXIST);
-}
-
-static int sqlite_sandbox_update(struct store *base, const struct store_sandbox *sb)
-{
-    struct store_param p[STORE_SANDBOX_N_PARAMS];
-
-    store_sandbox_params(sb, p);
-    return sqlite_change_one(to_sqlite(base), store_sql_sandbox_update, p, ARRAY_SIZE(p), -ENOENT);
-}
-
-static int sqlite_sandbox_get(struct store *base, const char *id, struct store_sandbox *ret)
-{
-    return sqlite_get(to_sqlite(base), store_sql_sandbox_get, id, store_rows_init_sandbox, ret);
-}
-
 /*
  * json_each() yields one row per member of the metadata object; its value
  * column is SQL text for a JSON string, and store.c only lets strings in.
@@ -419,133 +341,7 @@ static int sqlite_metadata_clause(struct strbuf *sql, size_t key_param, size_t v
                           key_param, value_param);
 }
 
-static int sqlite_sandbox_list(struct store *base, const struct store_sandbox_filter *f,
-                               struct store_sandbox **ret, size_t *ret_n)
-{
-    struct store_sqlite *s = to_sqlite(base);
-    struct store_int64_row cursor = { 0 };
-    struct store_query q = { 0 };
-    struct store_rows rows;
-    int r;
-
-    store_rows_init_sandbox(&rows);
-    if (f->after_id) {
-        const struct store_param p[] = { STORE_PARAM_TEXT(f->after_id) };
-
-        r = sqlite_run(s, store_sql_sandbox_cursor, true, p, ARRAY_SIZE(p), store_row_int64,
-                       &cursor, NULL);
-        if (r < 0) {
-            goto out;
-        }
-        if (!cursor.found) {
-            r = -ENOENT;
-            goto out;
-        }
-    }
-    r = store_sandbox_list_query(f, cursor.value, sqlite_metadata_clause, &q);
-    if (r < 0) {
-        goto out;
-    }
-    r = sqlite_run(s, q.sql, false, q.params, q.n_params, store_rows_add, &rows, NULL);
-    if (r < 0) {
-        goto out;
-    }
-    *ret = store_rows_take_all(&rows, ret_n);
-out:
-    store_query_release(&q);
-    store_rows_release(&rows);
-    return r;
-}
-
-static int sqlite_sandbox_delete(struct store *base, const char *id)
-{
-    const struct store_param p[] = { STORE_PARAM_TEXT(id) };
-
-    return sqlite_change_one(to_sqlite(base), store_sql_sandbox_delete, p, ARRAY_SIZE(p), -ENOENT);
-}
-
-static int sqlite_operation_insert(struct store *base, const struct store_operation *op)
-{
-    struct store_param p[STORE_OPERATION_N_PARAMS];
-
-    store_operation_params(op, p);
-    return sqlite_change_one(to_sqlite(base), store_sql_operation_insert, p, ARRAY_SIZE(p),
-                             -EEXIST);
-}
-
-static int sqlite_operation_update(struct store *base, const struct store_operation *op)
-{
-    struct store_param p[STORE_OPERATION_N_PARAMS];
-
-    store_operation_params(op, p);
-    return sqlite_change_one(to_sqlite(base), store_sql_operation_update, p, ARRAY_SIZE(p),
-                             -ENOENT);
-}
-
-static int sqlite_operation_get(struct store *base, const char *id, struct store_operation *ret)
-{
-    return sqlite_get(to_sqlite(base), store_sql_operation_get, id, store_rows_init_operation, ret);
-}
-
-static int sqlite_operation_list_unfinished(struct store *base, struct store_operation **ret,
-                                            size_t *ret_n)
-{
-    struct store_rows rows;
-    int r;
-
-    store_rows_init_operation(&rows);
-    r = sqlite_all(to_sqlite(base), store_sql_operation_list_unfinished, &rows);
-    if (r >= 0) {
-        *ret = store_rows_take_all(&rows, ret_n);
-    }
-    store_rows_release(&rows);
-    return r;
-}
-
-static int sqlite_api_key_insert(struct store *base, const struct store_api_key *key)
-{
-    struct store_param p[STORE_API_KEY_N_PARAMS];
-
-    store_api_key_params(key, p);
-    return sqlite_change_one(to_sqlite(base), store_sql_api_key_insert, p, ARRAY_SIZE(p), -EEXIST);
-}
-
-static int sqlite_api_key_get_by_hash(struct store *base, const char *hash,
-                                      struct store_api_key *ret)
-{
-    return sqlite_get(to_sqlite(base), store_sql_api_key_get_by_hash, hash, store_rows_init_api_key,
-                      ret);
-}
-
-static int sqlite_api_key_list(struct store *base, struct store_api_key **ret, size_t *ret_n)
-{
-    struct store_rows rows;
-    int r;
-
-    store_rows_init_api_key(&rows);
-    r = sqlite_all(to_sqlite(base), store_sql_api_key_list, &rows);
-    if (r >= 0) {
-        *ret = store_rows_take_all(&rows, ret_n);
-    }
-    store_rows_release(&rows);
-    return r;
-}
-
-static int sqlite_api_key_delete(struct store *base, const char *id)
-{
-    const struct store_param p[] = { STORE_PARAM_TEXT(id) };
-
-    return sqlite_change_one(to_sqlite(base), store_sql_api_key_delete, p, ARRAY_SIZE(p), -ENOENT);
-}
-
-static int sqlite_api_key_touch(struct store *base, const char *id, int64_t used_at)
-{
-    const struct store_param p[] = { STORE_PARAM_TEXT(id), STORE_PARAM_INT(used_at) };
-
-    return sqlite_change_one(to_sqlite(base), store_sql_api_key_touch, p, ARRAY_SIZE(p), -ENOENT);
-}
-
-const struct store_ops store_sqlite_ops = {
+const struct store_driver store_sqlite_driver = {
     .kind = "sqlite",
     .open = sqlite_open,
     .close = sqlite_close,
@@ -553,21 +349,8 @@ const struct store_ops store_sqlite_ops = {
     .commit = sqlite_commit,
     .rollback = sqlite_rollback,
     .exec_script = sqlite_exec_script,
-    .migration_lock = NULL,
-    .migration_applied = sqlite_migration_applied,
-    .migration_record = sqlite_migration_record,
-    .sandbox_insert = sqlite_sandbox_insert,
-    .sandbox_update = sqlite_sandbox_update,
-    .sandbox_get = sqlite_sandbox_get,
-    .sandbox_list = sqlite_sandbox_list,
-    .sandbox_delete = sqlite_sandbox_delete,
-    .operation_insert = sqlite_operation_insert,
-    .operation_update = sqlite_operation_update,
-    .operation_get = sqlite_operation_get,
-    .operation_list_unfinished = sqlite_operation_list_unfinished,
-    .api_key_insert = sqlite_api_key_insert,
-    .api_key_get_by_hash = sqlite_api_key_get_by_hash,
-    .api_key_list = sqlite_api_key_list,
-    .api_key_delete = sqlite_api_key_delete,
-    .api_key_touch = sqlite_api_key_touch,
+    .run = sqlite_run,
+    .migration_lock_sql = NULL,
+    .metadata_clause = sqlite_metadata_clause,
+    .claim_lock_clause = "",
 };

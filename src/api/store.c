@@ -1,10 +1,9 @@
 /*
- * The store seam's front: store_open() picks an implementation from the URL,
- * the store_*() wrappers validate arguments and call through struct
- * store_ops, and store_migrate() applies the embedded migrations. Also here,
- * shared by store-sqlite.c and store-pg.c (store-internal.h): the SQL text
- * both run, the parameter arrays for each row type, the decoders that turn
- * result rows back into store rows, and the builder for the list query.
+ * The store seam's front and every verb: store_open() picks a driver from
+ * the URL; each store_*() verb validates its arguments and runs its SQL,
+ * written once here, through the driver's run() (store-internal.h); and
+ * store_migrate() applies the embedded migrations. The drivers
+ * (store-sqlite.c, store-pg.c) know nothing about sandboxes or operations.
  *
  * Validation happens here, once, so both databases see the same input and
  * give the same answer. Every string must be valid UTF-8 (PostgreSQL rejects
@@ -24,8 +23,10 @@
  * validated to be strings, json_each()'s typed values and jsonb ->>'s text
  * agree.
  *
- * Listing: rows come ordered by (created_at, id). after_id names the last
- * row of the previous page; its created_at is looked up first, so an
+ * Listing: rows come ordered by (created_at, id), ascending or (descending)
+ * newest first; the id breaks ties so the order is total and pages are
+ * stable. after_id names the last row of the previous page, in the same
+ * direction; its created_at is looked up first, so an
  * after_id whose row no longer exists is -ENOENT rather than a silently
  * empty page. Rows whose observed state is "killed" are left out unless
  * include_killed is set, whatever the states filter says. A metadata pair is
@@ -40,7 +41,7 @@
  * store_rollback() outside a transaction is a no-op.
  *
  * Migrations run in version order, each in its own transaction that first
- * takes the implementation's migration lock (PostgreSQL: an advisory lock,
+ * takes the driver's migration lock (PostgreSQL: an advisory lock,
  * so several space-api replicas starting together apply each migration
  * once; SQLite: BEGIN IMMEDIATE already excludes other writers), creates
  * schema_migrations if needed, and skips versions already recorded.
@@ -50,6 +51,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,52 +65,97 @@
 #define SANDBOX_COLUMNS                                                                            \
     "id, template_id, alias, client_id, state, desired_state, node_id, metadata, env, "            \
     "envd_access_token, error, vcpus, memory_mb, disk_mb, created_at, updated_at, end_at"
-#define OPERATION_COLUMNS "id, kind, sandbox_id, state, error, result, created_at, updated_at"
+/* The same columns one by one, for column-level updates: entry i is bit i of
+ * enum store_sandbox_field and parameter i + 2 of the whole-row statements. */
+static const char *const sandbox_field_columns[] = {
+    "template_id", "alias",     "client_id",  "state",   "desired_state", "node_id",
+    "metadata",    "env",       "envd_access_token", "error", "vcpus",     "memory_mb",
+    "disk_mb",     "created_at", "updated_at", "end_at",
+};
+#define OPERATION_COLUMNS                                                                          \
+    "id, kind, sandbox_id, state, error, result, created_at, updated_at, lease_owner, "            \
+    "lease_expires_at, attempts"
 #define API_KEY_COLUMNS "id, name, prefix, hash, created_at, last_used_at"
+#define UNFINISHED "state IN ('pending', 'running')"
 
-const char store_sql_migrations_table[] = "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                                          "version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)";
-const char store_sql_migration_applied[] =
+#define STORE_SANDBOX_N_PARAMS 17
+#define STORE_OPERATION_N_PARAMS 11
+#define STORE_API_KEY_N_PARAMS 6
+
+static const char sql_migrations_table[] = "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                                           "version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)";
+static const char sql_migration_applied[] =
     "SELECT version FROM schema_migrations WHERE version = $1";
-const char store_sql_migration_record[] =
+static const char sql_migration_record[] =
     "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)";
 
 /* ON CONFLICT DO NOTHING (SQLite >= 3.24, PostgreSQL >= 9.5): a duplicate
- * changes no row, which the implementations report as -EEXIST, and it does
- * not abort a PostgreSQL transaction. */
-const char store_sql_sandbox_insert[] =
+ * changes no row, which change_one() reports as -EEXIST, and it does not
+ * abort a PostgreSQL transaction. */
+static const char sql_sandbox_insert[] =
     "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
     "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) "
     "ON CONFLICT DO NOTHING";
-const char store_sql_sandbox_update[] =
-    "UPDATE sandboxes SET template_id = $2, alias = $3, client_id = $4, state = $5, "
-    "desired_state = $6, node_id = $7, metadata = $8, env = $9, envd_access_token = $10, "
-    "error = $11, vcpus = $12, memory_mb = $13, disk_mb = $14, created_at = $15, "
-    "updated_at = $16, end_at = $17 WHERE id = $1";
-const char store_sql_sandbox_get[] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1";
-const char store_sql_sandbox_cursor[] = "SELECT created_at FROM sandboxes WHERE id = $1";
-const char store_sql_sandbox_delete[] = "DELETE FROM sandboxes WHERE id = $1";
+static const char sql_sandbox_get[] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1";
+static const char sql_sandbox_cursor[] = "SELECT created_at FROM sandboxes WHERE id = $1";
+static const char sql_sandbox_delete[] = "DELETE FROM sandboxes WHERE id = $1";
+static const char sql_sandbox_set_state[] =
+    "UPDATE sandboxes SET state = $2, error = $3, updated_at = $4 WHERE id = $1";
+static const char sql_sandbox_set_desired_state[] =
+    "UPDATE sandboxes SET desired_state = $2, updated_at = $3 WHERE id = $1";
+static const char sql_sandbox_set_end_at[] =
+    "UPDATE sandboxes SET end_at = $2, updated_at = $3 WHERE id = $1";
 
-const char store_sql_operation_insert[] =
-    "INSERT INTO operations (" OPERATION_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
-    "ON CONFLICT DO NOTHING";
-const char store_sql_operation_update[] =
+static const char sql_operation_insert[] =
+    "INSERT INTO operations (" OPERATION_COLUMNS ") VALUES "
+    "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING";
+static const char sql_operation_update[] =
     "UPDATE operations SET kind = $2, sandbox_id = $3, state = $4, error = $5, result = $6, "
-    "created_at = $7, updated_at = $8 WHERE id = $1";
-const char store_sql_operation_get[] = "SELECT " OPERATION_COLUMNS " FROM operations WHERE id = $1";
-const char store_sql_operation_list_unfinished[] =
-    "SELECT " OPERATION_COLUMNS " FROM operations WHERE state IN ('pending', 'running') "
-    "ORDER BY created_at, id";
+    "created_at = $7, updated_at = $8, lease_owner = $9, lease_expires_at = $10, "
+    "attempts = $11 WHERE id = $1";
+static const char sql_operation_get[] =
+    "SELECT " OPERATION_COLUMNS " FROM operations WHERE id = $1";
+static const char sql_operation_list_unfinished[] =
+    "SELECT " OPERATION_COLUMNS " FROM operations WHERE " UNFINISHED " ORDER BY created_at, id";
+static const char sql_operation_get_unfinished[] =
+    "SELECT " OPERATION_COLUMNS " FROM operations WHERE sandbox_id = $1 AND " UNFINISHED " "
+    "ORDER BY created_at, id LIMIT 1";
+static const char sql_operation_renew[] =
+    "UPDATE operations SET lease_expires_at = $3 WHERE id = $1 AND lease_owner = $2 "
+    "AND " UNFINISHED;
+static const char sql_operation_finish[] =
+    "UPDATE operations SET state = $3, error = $4, result = $5, updated_at = $6, "
+    "lease_owner = NULL, lease_expires_at = 0 WHERE id = $1 AND lease_owner = $2";
+/*
+ * The claim, completed with the driver's claim_lock_clause (%s). The inner
+ * SELECT picks the oldest claimable row; the outer UPDATE takes it and
+ * re-checks the lease, so a row another claimer took in between is left
+ * alone (PostgreSQL re-evaluates both WHERE clauses on the newest row
+ * version after waiting for a lock; with SKIP LOCKED it rarely waits). The
+ * NOT EXISTS keeps a sandbox's operations in order, one at a time.
+ * $1 owner, $2 now, $3 lease_until.
+ */
+static const char sql_operation_claim_fmt[] =
+    "UPDATE operations SET state = 'running', lease_owner = $1, lease_expires_at = $3, "
+    "attempts = attempts + 1, updated_at = $2 "
+    "WHERE id = (SELECT o.id FROM operations AS o WHERE o." UNFINISHED " "
+    "AND o.lease_expires_at <= $2 "
+    "AND NOT EXISTS (SELECT 1 FROM operations AS p WHERE p.sandbox_id = o.sandbox_id "
+    "AND p." UNFINISHED " AND (p.created_at < o.created_at "
+    "OR (p.created_at = o.created_at AND p.id < o.id))) "
+    "ORDER BY o.created_at, o.id LIMIT 1%s) "
+    "AND " UNFINISHED " AND lease_expires_at <= $2 "
+    "RETURNING " OPERATION_COLUMNS;
 
-const char store_sql_api_key_insert[] =
+static const char sql_api_key_insert[] =
     "INSERT INTO api_keys (" API_KEY_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6) "
     "ON CONFLICT DO NOTHING";
-const char store_sql_api_key_get_by_hash[] =
+static const char sql_api_key_get_by_hash[] =
     "SELECT " API_KEY_COLUMNS " FROM api_keys WHERE hash = $1";
-const char store_sql_api_key_list[] =
+static const char sql_api_key_list[] =
     "SELECT " API_KEY_COLUMNS " FROM api_keys ORDER BY created_at, id";
-const char store_sql_api_key_delete[] = "DELETE FROM api_keys WHERE id = $1";
-const char store_sql_api_key_touch[] = "UPDATE api_keys SET last_used_at = $2 WHERE id = $1";
+static const char sql_api_key_delete[] = "DELETE FROM api_keys WHERE id = $1";
+static const char sql_api_key_touch[] = "UPDATE api_keys SET last_used_at = $2 WHERE id = $1";
 
 /* ---- validation ---- */
 
@@ -196,23 +243,40 @@ out:
     return r;
 }
 
-static int sandbox_validate(const struct store_sandbox *sb)
+/* Checks the columns in fields (and always the id). */
+static int sandbox_validate(const struct store_sandbox *sb, unsigned fields)
 {
+    const struct {
+        unsigned field;
+        const char *text;
+        bool required;
+    } texts[] = {
+        { STORE_SANDBOX_TEMPLATE_ID, sb->template_id, true },
+        { STORE_SANDBOX_ALIAS, sb->alias, false },
+        { STORE_SANDBOX_CLIENT_ID, sb->client_id, true },
+        { STORE_SANDBOX_STATE, sb->state, true },
+        { STORE_SANDBOX_DESIRED_STATE, sb->desired_state, true },
+        { STORE_SANDBOX_NODE_ID, sb->node_id, false },
+        { STORE_SANDBOX_ENVD_ACCESS_TOKEN, sb->envd_access_token, false },
+        { STORE_SANDBOX_ERROR, sb->error, false },
+    };
     int r;
 
-    if (!text_ok(sb->id, true) || !text_ok(sb->template_id, true) || !text_ok(sb->alias, false) ||
-        !text_ok(sb->client_id, true) || !text_ok(sb->state, true) ||
-        !text_ok(sb->desired_state, true) || !text_ok(sb->node_id, false) ||
-        !text_ok(sb->envd_access_token, false) || !text_ok(sb->error, false)) {
+    if (!text_ok(sb->id, true)) {
         return -EINVAL;
     }
-    if (sb->metadata_json) {
+    for (size_t i = 0; i < ARRAY_SIZE(texts); i++) {
+        if ((fields & texts[i].field) && !text_ok(texts[i].text, texts[i].required)) {
+            return -EINVAL;
+        }
+    }
+    if ((fields & STORE_SANDBOX_METADATA) && sb->metadata_json) {
         r = json_check(sb->metadata_json, JSON_SHAPE_STRING_OBJECT);
         if (r < 0) {
             return r;
         }
     }
-    if (sb->env_json) {
+    if ((fields & STORE_SANDBOX_ENV) && sb->env_json) {
         r = json_check(sb->env_json, JSON_SHAPE_OBJECT);
         if (r < 0) {
             return r;
@@ -224,7 +288,8 @@ static int sandbox_validate(const struct store_sandbox *sb)
 static int operation_validate(const struct store_operation *op)
 {
     if (!text_ok(op->id, true) || !text_ok(op->kind, true) || !text_ok(op->sandbox_id, false) ||
-        !text_ok(op->state, true) || !text_ok(op->error, false)) {
+        !text_ok(op->state, true) || !text_ok(op->error, false) ||
+        !text_ok(op->lease_owner, false)) {
         return -EINVAL;
     }
     return op->result_json ? json_check(op->result_json, JSON_SHAPE_ANY) : 0;
@@ -241,7 +306,7 @@ static int api_key_validate(const struct store_api_key *key)
 
 static int filter_validate(const struct store_sandbox_filter *f)
 {
-    if (!text_ok(f->after_id, false)) {
+    if (!text_ok(f->after_id, false) || !text_ok(f->template_id, false)) {
         return -EINVAL;
     }
     for (size_t i = 0; f->states && f->states[i]; i++) {
@@ -255,321 +320,6 @@ static int filter_validate(const struct store_sandbox_filter *f)
         }
     }
     return 0;
-}
-
-/* ---- open, close, transactions, migrations ---- */
-
-static bool startswith(const char *s, const char *prefix)
-{
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-int store_open(const char *url, struct store **ret)
-{
-    const struct store_ops *ops = &store_sqlite_ops;
-    const char *target = url;
-    struct store *s = NULL;
-    int r;
-
-    if (!url || !ret) {
-        return -EINVAL;
-    }
-    if (startswith(url, "postgresql://") || startswith(url, "postgres://")) {
-        ops = &store_pg_ops;
-    } else if (startswith(url, "sqlite://")) {
-        target = url + strlen("sqlite://");
-    } else if (startswith(url, "sqlite:")) {
-        target = url + strlen("sqlite:");
-    }
-    /* An empty name would make SQLite open a private temporary database. */
-    if (!*target || !utf8_is_valid(target)) {
-        return -EINVAL;
-    }
-    r = ops->open(target, &s);
-    if (r < 0) {
-        return r;
-    }
-    assert(s->ops == ops);
-    *ret = s;
-    return 0;
-}
-
-struct store *store_close(struct store *s)
-{
-    if (s) {
-        s->ops->close(s);
-    }
-    return NULL;
-}
-
-const char *store_kind(const struct store *s)
-{
-    return s ? s->ops->kind : NULL;
-}
-
-int store_begin(struct store *s)
-{
-    int r;
-
-    if (!s) {
-        return -EINVAL;
-    }
-    if (s->in_transaction) {
-        return -EBUSY;
-    }
-    r = s->ops->begin(s);
-    if (r < 0) {
-        return r;
-    }
-    s->in_transaction = true;
-    return 0;
-}
-
-int store_commit(struct store *s)
-{
-    int r;
-
-    if (!s || !s->in_transaction) {
-        return -EINVAL;
-    }
-    r = s->ops->commit(s);
-    s->in_transaction = false;
-    return r;
-}
-
-int store_rollback(struct store *s)
-{
-    int r;
-
-    if (!s) {
-        return -EINVAL;
-    }
-    if (!s->in_transaction) {
-        return 0;
-    }
-    r = s->ops->rollback(s);
-    s->in_transaction = false;
-    return r;
-}
-
-static int migrate_one(struct store *s, const struct store_migration *m)
-{
-    bool applied = false;
-    int r;
-
-    r = store_begin(s);
-    if (r < 0) {
-        return r;
-    }
-    if (s->ops->migration_lock) {
-        r = s->ops->migration_lock(s);
-        if (r < 0) {
-            goto fail;
-        }
-    }
-    r = s->ops->exec_script(s, store_sql_migrations_table);
-    if (r < 0) {
-        goto fail;
-    }
-    r = s->ops->migration_applied(s, m->version, &applied);
-    if (r < 0) {
-        goto fail;
-    }
-    if (!applied) {
-        r = s->ops->exec_script(s, m->sql);
-        if (r < 0) {
-            log_debug("store: migration %s failed", m->name);
-            goto fail;
-        }
-        r = s->ops->migration_record(s, m->version, (int64_t)now_realtime());
-        if (r < 0) {
-            goto fail;
-        }
-    }
-    r = store_commit(s);
-    if (r < 0) {
-        return r;
-    }
-    if (!applied) {
-        log_debug("store: applied migration %s to %s", m->name, s->ops->kind);
-    }
-    return 0;
-fail:
-    (void)store_rollback(s);
-    return r;
-}
-
-int store_migrate(struct store *s)
-{
-    int r;
-
-    if (!s) {
-        return -EINVAL;
-    }
-    /* Each migration commits on its own, so a transaction here would be split. */
-    if (s->in_transaction) {
-        return -EBUSY;
-    }
-    for (size_t i = 0; i < store_migrations_n; i++) {
-        r = migrate_one(s, &store_migrations[i]);
-        if (r < 0) {
-            return r;
-        }
-    }
-    return 0;
-}
-
-/* ---- rows: wrappers ---- */
-
-int store_sandbox_insert(struct store *s, const struct store_sandbox *sb)
-{
-    int r;
-
-    if (!s || !sb) {
-        return -EINVAL;
-    }
-    r = sandbox_validate(sb);
-    if (r < 0) {
-        return r;
-    }
-    return s->ops->sandbox_insert(s, sb);
-}
-
-int store_sandbox_update(struct store *s, const struct store_sandbox *sb)
-{
-    int r;
-
-    if (!s || !sb) {
-        return -EINVAL;
-    }
-    r = sandbox_validate(sb);
-    if (r < 0) {
-        return r;
-    }
-    return s->ops->sandbox_update(s, sb);
-}
-
-int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *ret)
-{
-    if (!s || !ret || !text_ok(id, true)) {
-        return -EINVAL;
-    }
-    return s->ops->sandbox_get(s, id, ret);
-}
-
-int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
-                       struct store_sandbox **ret, size_t *ret_n)
-{
-    static const struct store_sandbox_filter any = { 0 };
-    int r;
-
-    if (!s || !ret || !ret_n) {
-        return -EINVAL;
-    }
-    f = f ? f : &any;
-    r = filter_validate(f);
-    if (r < 0) {
-        return r;
-    }
-    return s->ops->sandbox_list(s, f, ret, ret_n);
-}
-
-int store_sandbox_delete(struct store *s, const char *id)
-{
-    if (!s || !text_ok(id, true)) {
-        return -EINVAL;
-    }
-    return s->ops->sandbox_delete(s, id);
-}
-
-int store_operation_insert(struct store *s, const struct store_operation *op)
-{
-    int r;
-
-    if (!s || !op) {
-        return -EINVAL;
-    }
-    r = operation_validate(op);
-    if (r < 0) {
-        return r;
-    }
-    return s->ops->operation_insert(s, op);
-}
-
-int store_operation_update(struct store *s, const struct store_operation *op)
-{
-    int r;
-
-    if (!s || !op) {
-        return -EINVAL;
-    }
-    r = operation_validate(op);
-    if (r < 0) {
-        return r;
-    }
-    return s->ops->operation_update(s, op);
-}
-
-int store_operation_get(struct store *s, const char *id, struct store_operation *ret)
-{
-    if (!s || !ret || !text_ok(id, true)) {
-        return -EINVAL;
-    }
-    return s->ops->operation_get(s, id, ret);
-}
-
-int store_operation_list_unfinished(struct store *s, struct store_operation **ret, size_t *ret_n)
-{
-    if (!s || !ret || !ret_n) {
-        return -EINVAL;
-    }
-    return s->ops->operation_list_unfinished(s, ret, ret_n);
-}
-
-int store_api_key_insert(struct store *s, const struct store_api_key *key)
-{
-    int r;
-
-    if (!s || !key) {
-        return -EINVAL;
-    }
-    r = api_key_validate(key);
-    if (r < 0) {
-        return r;
-    }
-    return s->ops->api_key_insert(s, key);
-}
-
-int store_api_key_get_by_hash(struct store *s, const char *hash, struct store_api_key *ret)
-{
-    if (!s || !ret || !text_ok(hash, true)) {
-        return -EINVAL;
-    }
-    return s->ops->api_key_get_by_hash(s, hash, ret);
-}
-
-int store_api_key_list(struct store *s, struct store_api_key **ret, size_t *ret_n)
-{
-    if (!s || !ret || !ret_n) {
-        return -EINVAL;
-    }
-    return s->ops->api_key_list(s, ret, ret_n);
-}
-
-int store_api_key_delete(struct store *s, const char *id)
-{
-    if (!s || !text_ok(id, true)) {
-        return -EINVAL;
-    }
-    return s->ops->api_key_delete(s, id);
-}
-
-int store_api_key_touch(struct store *s, const char *id, int64_t used_at)
-{
-    if (!s || !text_ok(id, true)) {
-        return -EINVAL;
-    }
-    return s->ops->api_key_touch(s, id, used_at);
 }
 
 /* ---- rows: release ---- */
@@ -612,6 +362,7 @@ void store_operation_release(struct store_operation *op)
     free(op->state);
     free(op->error);
     free(op->result_json);
+    free(op->lease_owner);
     *op = (struct store_operation){ 0 };
 }
 
@@ -645,7 +396,7 @@ void store_api_key_list_free(struct store_api_key *list, size_t n)
 
 /* ---- rows: parameters (column order of the *_COLUMNS lists) ---- */
 
-void store_sandbox_params(const struct store_sandbox *sb, struct store_param *ret)
+static void sandbox_params(const struct store_sandbox *sb, struct store_param *ret)
 {
     const struct store_param p[STORE_SANDBOX_N_PARAMS] = {
         STORE_PARAM_TEXT(sb->id),
@@ -669,18 +420,20 @@ void store_sandbox_params(const struct store_sandbox *sb, struct store_param *re
     memcpy(ret, p, sizeof(p));
 }
 
-void store_operation_params(const struct store_operation *op, struct store_param *ret)
+static void operation_params(const struct store_operation *op, struct store_param *ret)
 {
     const struct store_param p[STORE_OPERATION_N_PARAMS] = {
-        STORE_PARAM_TEXT(op->id),         STORE_PARAM_TEXT(op->kind),
-        STORE_PARAM_TEXT(op->sandbox_id), STORE_PARAM_TEXT(op->state),
-        STORE_PARAM_TEXT(op->error),      STORE_PARAM_TEXT(op->result_json),
-        STORE_PARAM_INT(op->created_at),  STORE_PARAM_INT(op->updated_at),
+        STORE_PARAM_TEXT(op->id),          STORE_PARAM_TEXT(op->kind),
+        STORE_PARAM_TEXT(op->sandbox_id),  STORE_PARAM_TEXT(op->state),
+        STORE_PARAM_TEXT(op->error),       STORE_PARAM_TEXT(op->result_json),
+        STORE_PARAM_INT(op->created_at),   STORE_PARAM_INT(op->updated_at),
+        STORE_PARAM_TEXT(op->lease_owner), STORE_PARAM_INT(op->lease_expires_at),
+        STORE_PARAM_INT(op->attempts),
     };
     memcpy(ret, p, sizeof(p));
 }
 
-void store_api_key_params(const struct store_api_key *key, struct store_param *ret)
+static void api_key_params(const struct store_api_key *key, struct store_param *ret)
 {
     const struct store_param p[STORE_API_KEY_N_PARAMS] = {
         STORE_PARAM_TEXT(key->id),        STORE_PARAM_TEXT(key->name),
@@ -691,6 +444,20 @@ void store_api_key_params(const struct store_api_key *key, struct store_param *r
 }
 
 /* ---- rows: decoding ---- */
+
+/*
+ * Rows collected from a statement: pass store_rows_add as the row callback
+ * and the struct as its userdata, then take the rows out. The init
+ * functions pick the row type.
+ */
+struct store_rows {
+    void *items;
+    size_t n, alloc, size;
+    int (*decode)(const struct store_value *cols, size_t n_cols, void *item);
+    void (*release)(void *item);
+};
+static void store_rows_release(struct store_rows *rows);
+
 
 /* Copies a text column; SQL NULL stays NULL. */
 static int dup_text(const struct store_value *v, char **ret)
@@ -768,12 +535,17 @@ static int operation_decode(const struct store_value *cols, size_t n_cols, void 
         return -EIO;
     }
     r = dup_texts(cols, texts, ARRAY_SIZE(texts));
+    if (r >= 0) {
+        r = dup_text(&cols[8], &op.lease_owner);
+    }
     if (r < 0) {
         store_operation_release(&op);
         return r;
     }
     op.created_at = cols[6].integer;
     op.updated_at = cols[7].integer;
+    op.lease_expires_at = cols[9].integer;
+    op.attempts = cols[10].integer;
     *(struct store_operation *)item = op;
     return 0;
 }
@@ -813,7 +585,7 @@ static void api_key_release_item(void *item)
     store_api_key_release(item);
 }
 
-void store_rows_init_sandbox(struct store_rows *rows)
+static void store_rows_init_sandbox(struct store_rows *rows)
 {
     *rows = (struct store_rows){
         .size = sizeof(struct store_sandbox),
@@ -822,7 +594,7 @@ void store_rows_init_sandbox(struct store_rows *rows)
     };
 }
 
-void store_rows_init_operation(struct store_rows *rows)
+static void store_rows_init_operation(struct store_rows *rows)
 {
     *rows = (struct store_rows){
         .size = sizeof(struct store_operation),
@@ -831,7 +603,7 @@ void store_rows_init_operation(struct store_rows *rows)
     };
 }
 
-void store_rows_init_api_key(struct store_rows *rows)
+static void store_rows_init_api_key(struct store_rows *rows)
 {
     *rows = (struct store_rows){
         .size = sizeof(struct store_api_key),
@@ -840,7 +612,7 @@ void store_rows_init_api_key(struct store_rows *rows)
     };
 }
 
-int store_rows_add(const struct store_value *cols, size_t n_cols, void *userdata)
+static int store_rows_add(const struct store_value *cols, size_t n_cols, void *userdata)
 {
     struct store_rows *rows = userdata;
     int r;
@@ -867,7 +639,7 @@ int store_rows_add(const struct store_value *cols, size_t n_cols, void *userdata
     return 0;
 }
 
-int store_rows_take_one(struct store_rows *rows, void *ret)
+static int store_rows_take_one(struct store_rows *rows, void *ret)
 {
     if (rows->n == 0) {
         return -ENOENT;
@@ -880,7 +652,7 @@ int store_rows_take_one(struct store_rows *rows, void *ret)
     return 0;
 }
 
-void *store_rows_take_all(struct store_rows *rows, size_t *ret_n)
+static void *store_rows_take_all(struct store_rows *rows, size_t *ret_n)
 {
     void *items = rows->n > 0 ? TAKE_PTR(rows->items) : NULL;
 
@@ -889,7 +661,7 @@ void *store_rows_take_all(struct store_rows *rows, size_t *ret_n)
     return items;
 }
 
-void store_rows_release(struct store_rows *rows)
+static void store_rows_release(struct store_rows *rows)
 {
     for (size_t i = 0; rows->items && i < rows->n; i++) {
         rows->release((char *)rows->items + i * rows->size);
@@ -913,8 +685,22 @@ int store_row_int64(const struct store_value *cols, size_t n_cols, void *userdat
 
 /* ---- the list query ---- */
 
-int store_sandbox_list_query(const struct store_sandbox_filter *f, int64_t cursor_created_at,
-                             store_metadata_clause_fn metadata_clause, struct store_query *ret)
+/*
+ * The statement store_sandbox_list() runs, built from the filter. Only
+ * placeholders are written into sql; values go into params.
+ */
+struct store_query {
+    char *sql;
+    struct store_param *params;
+    size_t n_params;
+    char **owned; /* copies the params point into */
+    size_t n_owned;
+};
+static void store_query_release(struct store_query *q);
+
+
+static int sandbox_list_query(const struct store_sandbox_filter *f, int64_t cursor_created_at,
+                              store_metadata_clause_fn metadata_clause, struct store_query *ret)
 {
     struct strbuf sql = STRBUF_INIT;
     struct store_query q = { 0 };
@@ -928,7 +714,7 @@ int store_sandbox_list_query(const struct store_sandbox_filter *f, int64_t curso
     if (n_states > STORE_MAX_PARAMS || n_metadata > STORE_MAX_PARAMS / 2) {
         return -EINVAL;
     }
-    max_params = n_states + 2 * n_metadata + 3;
+    max_params = n_states + 2 * n_metadata + 6;
     if (max_params > STORE_MAX_PARAMS) {
         return -EINVAL;
     }
@@ -988,16 +774,49 @@ int store_sandbox_list_query(const struct store_sandbox_filter *f, int64_t curso
             goto fail;
         }
     }
-    if (f->after_id) {
-        q.params[q.n_params++] = STORE_PARAM_INT(cursor_created_at);
-        q.params[q.n_params++] = STORE_PARAM_TEXT(f->after_id);
-        r = strbuf_appendf(&sql, " AND (created_at > $%zu OR (created_at = $%zu AND id > $%zu))",
-                           q.n_params - 1, q.n_params - 1, q.n_params);
+    if (f->hide_dying) {
+        r = strbuf_appends(&sql, " AND desired_state <> 'killed'");
         if (r < 0) {
             goto fail;
         }
     }
-    r = strbuf_appends(&sql, " ORDER BY created_at, id");
+    if (f->template_id) {
+        q.params[q.n_params++] = STORE_PARAM_TEXT(f->template_id);
+        r = strbuf_appendf(&sql, " AND (template_id = $%zu OR alias = $%zu)", q.n_params,
+                           q.n_params);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    if (f->started_after) {
+        q.params[q.n_params++] = STORE_PARAM_INT(*f->started_after);
+        r = strbuf_appendf(&sql, " AND created_at >= $%zu", q.n_params);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    if (f->started_before) {
+        q.params[q.n_params++] = STORE_PARAM_INT(*f->started_before);
+        r = strbuf_appendf(&sql, " AND created_at < $%zu", q.n_params);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    if (f->after_id) {
+        /* Strictly after the cursor row in the listing's own direction, so a page never
+         * repeats or skips a row, even among rows sharing a created_at. */
+        const char op = f->descending ? '<' : '>';
+
+        q.params[q.n_params++] = STORE_PARAM_INT(cursor_created_at);
+        q.params[q.n_params++] = STORE_PARAM_TEXT(f->after_id);
+        r = strbuf_appendf(&sql, " AND (created_at %c $%zu OR (created_at = $%zu AND id %c $%zu))",
+                           op, q.n_params - 1, q.n_params - 1, op, q.n_params);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    r = strbuf_appends(&sql, f->descending ? " ORDER BY created_at DESC, id DESC"
+                                           : " ORDER BY created_at, id");
     if (r < 0) {
         goto fail;
     }
@@ -1023,7 +842,7 @@ fail:
     return r;
 }
 
-void store_query_release(struct store_query *q)
+static void store_query_release(struct store_query *q)
 {
     free(q->sql);
     free(q->params);
@@ -1033,3 +852,583 @@ void store_query_release(struct store_query *q)
     free(q->owned);
     *q = (struct store_query){ 0 };
 }
+
+/* ---- statements over the driver ---- */
+
+static int run(struct store *s, const char *sql, bool stable_sql, const struct store_param *params,
+               size_t n_params, store_row_fn fn, void *userdata, uint64_t *ret_changes)
+{
+    return s->driver->run(s, sql, stable_sql, params, n_params, fn, userdata, ret_changes);
+}
+
+/* A statement that must change exactly one row: none is what "no row" means (-ENOENT for
+ * an update, -EEXIST for an insert that hit ON CONFLICT DO NOTHING). */
+static int change_one(struct store *s, const char *sql, bool stable_sql,
+                      const struct store_param *params, size_t n_params, int none)
+{
+    uint64_t changes = 0;
+    int r;
+
+    r = run(s, sql, stable_sql, params, n_params, NULL, NULL, &changes);
+    if (r < 0) {
+        return r;
+    }
+    return changes > 0 ? 0 : none;
+}
+
+/* Runs a SELECT (or RETURNING statement) and moves its first row into *ret. */
+static int get_one(struct store *s, const char *sql, const struct store_param *params,
+                   size_t n_params, void (*init)(struct store_rows *), void *ret)
+{
+    struct store_rows rows;
+    int r;
+
+    init(&rows);
+    r = run(s, sql, true, params, n_params, store_rows_add, &rows, NULL);
+    if (r >= 0) {
+        r = store_rows_take_one(&rows, ret);
+    }
+    store_rows_release(&rows);
+    return r;
+}
+
+/* Runs a SELECT and returns all its rows as an array of the rows' type. */
+static int get_all(struct store *s, const char *sql, bool stable_sql,
+                   const struct store_param *params, size_t n_params,
+                   void (*init)(struct store_rows *), void **ret, size_t *ret_n)
+{
+    struct store_rows rows;
+    int r;
+
+    init(&rows);
+    r = run(s, sql, stable_sql, params, n_params, store_rows_add, &rows, NULL);
+    if (r >= 0) {
+        *ret = store_rows_take_all(&rows, ret_n);
+    }
+    store_rows_release(&rows);
+    return r;
+}
+
+/* ---- open, close, transactions, migrations ---- */
+
+static bool startswith(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int store_open(const char *url, struct store **ret)
+{
+    const struct store_driver *driver = &store_sqlite_driver;
+    const char *target = url;
+    struct store *s = NULL;
+    int r;
+
+    if (!url || !ret) {
+        return -EINVAL;
+    }
+    if (startswith(url, "postgresql://") || startswith(url, "postgres://")) {
+        driver = &store_pg_driver;
+    } else if (startswith(url, "sqlite://")) {
+        target = url + strlen("sqlite://");
+    } else if (startswith(url, "sqlite:")) {
+        target = url + strlen("sqlite:");
+    }
+    /* An empty name would make SQLite open a private temporary database. */
+    if (!*target || !utf8_is_valid(target)) {
+        return -EINVAL;
+    }
+    r = driver->open(target, &s);
+    if (r < 0) {
+        return r;
+    }
+    assert(s->driver == driver);
+    *ret = s;
+    return 0;
+}
+
+struct store *store_close(struct store *s)
+{
+    if (s) {
+        free(s->claim_sql);
+        s->claim_sql = NULL;
+        s->driver->close(s);
+    }
+    return NULL;
+}
+
+const char *store_kind(const struct store *s)
+{
+    return s ? s->driver->kind : NULL;
+}
+
+int store_begin(struct store *s)
+{
+    int r;
+
+    if (!s) {
+        return -EINVAL;
+    }
+    if (s->in_transaction) {
+        return -EBUSY;
+    }
+    r = s->driver->begin(s);
+    if (r < 0) {
+        return r;
+    }
+    s->in_transaction = true;
+    return 0;
+}
+
+int store_commit(struct store *s)
+{
+    int r;
+
+    if (!s || !s->in_transaction) {
+        return -EINVAL;
+    }
+    r = s->driver->commit(s);
+    s->in_transaction = false;
+    return r;
+}
+
+int store_rollback(struct store *s)
+{
+    int r;
+
+    if (!s) {
+        return -EINVAL;
+    }
+    if (!s->in_transaction) {
+        return 0;
+    }
+    r = s->driver->rollback(s);
+    s->in_transaction = false;
+    return r;
+}
+
+static int migrate_one(struct store *s, const struct store_migration *m)
+{
+    const struct store_param version[] = { STORE_PARAM_INT(m->version) };
+    struct store_int64_row applied = { 0 };
+    int r;
+
+    r = store_begin(s);
+    if (r < 0) {
+        return r;
+    }
+    if (s->driver->migration_lock_sql) {
+        r = run(s, s->driver->migration_lock_sql, false, NULL, 0, NULL, NULL, NULL);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    r = s->driver->exec_script(s, sql_migrations_table);
+    if (r < 0) {
+        goto fail;
+    }
+    /* Not kept prepared: it runs once per migration, at start-up. */
+    r = run(s, sql_migration_applied, false, version, ARRAY_SIZE(version), store_row_int64,
+            &applied, NULL);
+    if (r < 0) {
+        goto fail;
+    }
+    if (!applied.found) {
+        const struct store_param record[] = { STORE_PARAM_INT(m->version),
+                                              STORE_PARAM_INT((int64_t)now_realtime()) };
+
+        r = s->driver->exec_script(s, m->sql);
+        if (r < 0) {
+            log_debug("store: migration %s failed", m->name);
+            goto fail;
+        }
+        r = run(s, sql_migration_record, false, record, ARRAY_SIZE(record), NULL, NULL, NULL);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    r = store_commit(s);
+    if (r < 0) {
+        return r;
+    }
+    if (!applied.found) {
+        log_debug("store: applied migration %s to %s", m->name, s->driver->kind);
+    }
+    return 0;
+fail:
+    (void)store_rollback(s);
+    return r;
+}
+
+int store_migrate(struct store *s)
+{
+    int r;
+
+    if (!s) {
+        return -EINVAL;
+    }
+    /* Each migration commits on its own, so a transaction here would be split. */
+    if (s->in_transaction) {
+        return -EBUSY;
+    }
+    for (size_t i = 0; i < store_migrations_n; i++) {
+        r = migrate_one(s, &store_migrations[i]);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+/* ---- sandboxes ---- */
+
+int store_sandbox_insert(struct store *s, const struct store_sandbox *sb)
+{
+    struct store_param p[STORE_SANDBOX_N_PARAMS];
+    int r;
+
+    if (!s || !sb) {
+        return -EINVAL;
+    }
+    r = sandbox_validate(sb, STORE_SANDBOX_ALL);
+    if (r < 0) {
+        return r;
+    }
+    sandbox_params(sb, p);
+    return change_one(s, sql_sandbox_insert, true, p, ARRAY_SIZE(p), -EEXIST);
+}
+
+int store_sandbox_update(struct store *s, const struct store_sandbox *sb)
+{
+    return store_sandbox_update_fields(s, sb, STORE_SANDBOX_ALL);
+}
+
+/*
+ * "UPDATE sandboxes SET col = $2, ... WHERE id = $1" with only the columns
+ * asked for, and their values packed behind the id (PostgreSQL refuses a
+ * parameter the text does not use: it cannot infer its type).
+ */
+int store_sandbox_update_fields(struct store *s, const struct store_sandbox *sb, unsigned fields)
+{
+    struct store_param all[STORE_SANDBOX_N_PARAMS], p[STORE_SANDBOX_N_PARAMS];
+    struct strbuf sql = STRBUF_INIT;
+    size_t n = 0;
+    char *text = NULL;
+    int r;
+
+    static_assert(ARRAY_SIZE(sandbox_field_columns) + 1 == STORE_SANDBOX_N_PARAMS,
+                  "one column per field bit, plus the id");
+    if (!s || !sb || fields == 0 || (fields & ~(unsigned)STORE_SANDBOX_ALL)) {
+        return -EINVAL;
+    }
+    r = sandbox_validate(sb, fields);
+    if (r < 0) {
+        return r;
+    }
+    sandbox_params(sb, all);
+    p[n++] = all[0];
+    r = strbuf_appends(&sql, "UPDATE sandboxes SET ");
+    for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(sandbox_field_columns); i++) {
+        if (!(fields & (1u << i))) {
+            continue;
+        }
+        p[n++] = all[i + 1];
+        r = strbuf_appendf(&sql, "%s%s = $%zu", n > 2 ? ", " : "", sandbox_field_columns[i], n);
+    }
+    if (r >= 0) {
+        r = strbuf_appends(&sql, " WHERE id = $1");
+    }
+    if (r < 0) {
+        strbuf_release(&sql);
+        return r;
+    }
+    text = strbuf_detach(&sql, NULL);
+    if (!text) {
+        return -ENOMEM;
+    }
+    r = change_one(s, text, false, p, n, -ENOENT);
+    free(text);
+    return r;
+}
+
+int store_sandbox_set_state(struct store *s, const char *id, const char *state, const char *error,
+                            int64_t updated_at)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id), STORE_PARAM_TEXT(state),
+                                     STORE_PARAM_TEXT(error), STORE_PARAM_INT(updated_at) };
+
+    if (!s || !text_ok(id, true) || !text_ok(state, true) || !text_ok(error, false)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_sandbox_set_state, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+int store_sandbox_set_desired_state(struct store *s, const char *id, const char *desired_state,
+                                    int64_t updated_at)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id), STORE_PARAM_TEXT(desired_state),
+                                     STORE_PARAM_INT(updated_at) };
+
+    if (!s || !text_ok(id, true) || !text_ok(desired_state, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_sandbox_set_desired_state, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+int store_sandbox_set_end_at(struct store *s, const char *id, int64_t end_at, int64_t updated_at)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id), STORE_PARAM_INT(end_at),
+                                     STORE_PARAM_INT(updated_at) };
+
+    if (!s || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_sandbox_set_end_at, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id) };
+
+    if (!s || !ret || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return get_one(s, sql_sandbox_get, p, ARRAY_SIZE(p), store_rows_init_sandbox, ret);
+}
+
+int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
+                       struct store_sandbox **ret, size_t *ret_n)
+{
+    static const struct store_sandbox_filter any = { 0 };
+    struct store_int64_row cursor = { 0 };
+    struct store_query q = { 0 };
+    void *items = NULL;
+    int r;
+
+    if (!s || !ret || !ret_n) {
+        return -EINVAL;
+    }
+    f = f ? f : &any;
+    r = filter_validate(f);
+    if (r < 0) {
+        return r;
+    }
+    if (f->after_id) {
+        const struct store_param p[] = { STORE_PARAM_TEXT(f->after_id) };
+
+        r = run(s, sql_sandbox_cursor, true, p, ARRAY_SIZE(p), store_row_int64, &cursor, NULL);
+        if (r < 0) {
+            return r;
+        }
+        if (!cursor.found) {
+            return -ENOENT;
+        }
+    }
+    r = sandbox_list_query(f, cursor.value, s->driver->metadata_clause, &q);
+    if (r < 0) {
+        return r;
+    }
+    /* The text depends on the filter: not kept prepared. */
+    r = get_all(s, q.sql, false, q.params, q.n_params, store_rows_init_sandbox, &items, ret_n);
+    if (r >= 0) {
+        *ret = items;
+    }
+    store_query_release(&q);
+    return r;
+}
+
+int store_sandbox_delete(struct store *s, const char *id)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id) };
+
+    if (!s || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_sandbox_delete, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+/* ---- operations ---- */
+
+int store_operation_insert(struct store *s, const struct store_operation *op)
+{
+    struct store_param p[STORE_OPERATION_N_PARAMS];
+    int r;
+
+    if (!s || !op) {
+        return -EINVAL;
+    }
+    r = operation_validate(op);
+    if (r < 0) {
+        return r;
+    }
+    operation_params(op, p);
+    return change_one(s, sql_operation_insert, true, p, ARRAY_SIZE(p), -EEXIST);
+}
+
+int store_operation_update(struct store *s, const struct store_operation *op)
+{
+    struct store_param p[STORE_OPERATION_N_PARAMS];
+    int r;
+
+    if (!s || !op) {
+        return -EINVAL;
+    }
+    r = operation_validate(op);
+    if (r < 0) {
+        return r;
+    }
+    operation_params(op, p);
+    return change_one(s, sql_operation_update, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+int store_operation_get(struct store *s, const char *id, struct store_operation *ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id) };
+
+    if (!s || !ret || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return get_one(s, sql_operation_get, p, ARRAY_SIZE(p), store_rows_init_operation, ret);
+}
+
+int store_operation_list_unfinished(struct store *s, struct store_operation **ret, size_t *ret_n)
+{
+    void *items = NULL;
+    int r;
+
+    if (!s || !ret || !ret_n) {
+        return -EINVAL;
+    }
+    r = get_all(s, sql_operation_list_unfinished, true, NULL, 0, store_rows_init_operation,
+                &items, ret_n);
+    if (r >= 0) {
+        *ret = items;
+    }
+    return r;
+}
+
+int store_operation_get_unfinished(struct store *s, const char *sandbox_id,
+                                   struct store_operation *ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(sandbox_id) };
+
+    if (!s || !ret || !text_ok(sandbox_id, true)) {
+        return -EINVAL;
+    }
+    return get_one(s, sql_operation_get_unfinished, p, ARRAY_SIZE(p), store_rows_init_operation,
+                   ret);
+}
+
+int store_operation_claim(struct store *s, const char *owner, int64_t now, int64_t lease_until,
+                          struct store_operation *ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(owner), STORE_PARAM_INT(now),
+                                     STORE_PARAM_INT(lease_until) };
+
+    if (!s || !ret || !text_ok(owner, true) || lease_until <= now) {
+        return -EINVAL;
+    }
+    /* Claimed rows must be visible to the other claimers as soon as they are taken. */
+    if (s->in_transaction) {
+        return -EBUSY;
+    }
+    if (!s->claim_sql &&
+        asprintf(&s->claim_sql, sql_operation_claim_fmt, s->driver->claim_lock_clause) < 0) {
+        s->claim_sql = NULL;
+        return -ENOMEM;
+    }
+    return get_one(s, s->claim_sql, p, ARRAY_SIZE(p), store_rows_init_operation, ret);
+}
+
+int store_operation_renew(struct store *s, const char *id, const char *owner, int64_t lease_until)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id), STORE_PARAM_TEXT(owner),
+                                     STORE_PARAM_INT(lease_until) };
+
+    if (!s || !text_ok(id, true) || !text_ok(owner, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_operation_renew, true, p, ARRAY_SIZE(p), -ESTALE);
+}
+
+int store_operation_finish(struct store *s, const struct store_operation *op, const char *owner)
+{
+    int r;
+
+    if (!s || !op || !text_ok(owner, true)) {
+        return -EINVAL;
+    }
+    r = operation_validate(op);
+    if (r < 0) {
+        return r;
+    }
+    const struct store_param p[] = {
+        STORE_PARAM_TEXT(op->id),          STORE_PARAM_TEXT(owner),
+        STORE_PARAM_TEXT(op->state),       STORE_PARAM_TEXT(op->error),
+        STORE_PARAM_TEXT(op->result_json), STORE_PARAM_INT(op->updated_at),
+    };
+    return change_one(s, sql_operation_finish, true, p, ARRAY_SIZE(p), -ESTALE);
+}
+
+/* ---- API keys ---- */
+
+int store_api_key_insert(struct store *s, const struct store_api_key *key)
+{
+    struct store_param p[STORE_API_KEY_N_PARAMS];
+    int r;
+
+    if (!s || !key) {
+        return -EINVAL;
+    }
+    r = api_key_validate(key);
+    if (r < 0) {
+        return r;
+    }
+    api_key_params(key, p);
+    return change_one(s, sql_api_key_insert, true, p, ARRAY_SIZE(p), -EEXIST);
+}
+
+int store_api_key_get_by_hash(struct store *s, const char *hash, struct store_api_key *ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(hash) };
+
+    if (!s || !ret || !text_ok(hash, true)) {
+        return -EINVAL;
+    }
+    return get_one(s, sql_api_key_get_by_hash, p, ARRAY_SIZE(p), store_rows_init_api_key, ret);
+}
+
+int store_api_key_list(struct store *s, struct store_api_key **ret, size_t *ret_n)
+{
+    void *items = NULL;
+    int r;
+
+    if (!s || !ret || !ret_n) {
+        return -EINVAL;
+    }
+    r = get_all(s, sql_api_key_list, true, NULL, 0, store_rows_init_api_key, &items, ret_n);
+    if (r >= 0) {
+        *ret = items;
+    }
+    return r;
+}
+
+int store_api_key_delete(struct store *s, const char *id)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id) };
+
+    if (!s || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_api_key_delete, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+int store_api_key_touch(struct store *s, const char *id, int64_t used_at)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id), STORE_PARAM_INT(used_at) };
+
+    if (!s || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_api_key_touch, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+

@@ -50,13 +50,49 @@ struct store_sandbox {
 struct store_sandbox_filter {
     const char *const *states;   /* NULL-terminated; NULL = any */
     const char *const *metadata; /* NULL-terminated "key=value" pairs, all must match; NULL = any */
+    const char *template_id;     /* rows whose template_id or alias equals it; NULL = any */
+    const int64_t *started_after;  /* created_at >= *started_after; NULL = unbounded */
+    const int64_t *started_before; /* created_at < *started_before; NULL = unbounded */
     bool include_killed;         /* killed rows are hidden unless asked for */
-    const char *after_id;        /* pagination: rows ordered by (created_at, id), strictly after
-                                    this id's position; NULL = from the start */
+    bool hide_dying;             /* also hide rows whose desired_state is killed (being killed) */
+    bool descending;             /* newest first: (created_at, id) descending */
+    const char *after_id;        /* pagination: rows strictly after this id's position in the
+                                    order above (either direction); NULL = from the start */
     size_t limit;                /* 0 = no limit */
 };
 
-/* An asynchronous operation: the API -> controller contract. */
+/*
+ * Columns of a sandbox row, for store_sandbox_update_fields(): only the
+ * columns named are written, so two writers changing different columns of
+ * one row (the controller its state, a handler its end time) never undo
+ * each other. id is the key and is never written.
+ */
+enum store_sandbox_field {
+    STORE_SANDBOX_TEMPLATE_ID = 1u << 0,
+    STORE_SANDBOX_ALIAS = 1u << 1,
+    STORE_SANDBOX_CLIENT_ID = 1u << 2,
+    STORE_SANDBOX_STATE = 1u << 3,
+    STORE_SANDBOX_DESIRED_STATE = 1u << 4,
+    STORE_SANDBOX_NODE_ID = 1u << 5,
+    STORE_SANDBOX_METADATA = 1u << 6,
+    STORE_SANDBOX_ENV = 1u << 7,
+    STORE_SANDBOX_ENVD_ACCESS_TOKEN = 1u << 8,
+    STORE_SANDBOX_ERROR = 1u << 9,
+    STORE_SANDBOX_VCPUS = 1u << 10,
+    STORE_SANDBOX_MEMORY_MB = 1u << 11,
+    STORE_SANDBOX_DISK_MB = 1u << 12,
+    STORE_SANDBOX_CREATED_AT = 1u << 13,
+    STORE_SANDBOX_UPDATED_AT = 1u << 14,
+    STORE_SANDBOX_END_AT = 1u << 15,
+    STORE_SANDBOX_ALL = (1u << 16) - 1,
+};
+
+/*
+ * An asynchronous operation: the API -> controller contract. A controller
+ * runs one only while it holds its lease (store_operation_claim()): several
+ * space-api replicas on one database never run one operation twice, and an
+ * operation whose runner died is taken over once its lease expires.
+ */
 struct store_operation {
     char *id;              /* 32 hex chars */
     char *kind;            /* "sandbox.create", "sandbox.kill", ... */
@@ -66,6 +102,9 @@ struct store_operation {
     char *result_json;     /* may be NULL */
     int64_t created_at;
     int64_t updated_at;
+    char *lease_owner;     /* the controller running it; NULL when none */
+    int64_t lease_expires_at; /* the lease is free at or after this time; 0 = free */
+    int64_t attempts;      /* how many times it was claimed */
 };
 
 struct store_api_key {
@@ -91,8 +130,17 @@ int store_commit(struct store *s);
 int store_rollback(struct store *s);
 
 int store_sandbox_insert(struct store *s, const struct store_sandbox *sb);
-/* Replaces every column of the row with sb->id. */
+/* Replaces every column of the row with sb->id (update_fields with STORE_SANDBOX_ALL). */
 int store_sandbox_update(struct store *s, const struct store_sandbox *sb);
+/* Writes only the columns in fields (enum store_sandbox_field) of the row sb->id; the other
+ * members of sb are not read. -EINVAL for fields 0 or outside STORE_SANDBOX_ALL. */
+int store_sandbox_update_fields(struct store *s, const struct store_sandbox *sb, unsigned fields);
+/* The observed state, its error (NULL clears it) and updated_at. */
+int store_sandbox_set_state(struct store *s, const char *id, const char *state, const char *error,
+                            int64_t updated_at);
+int store_sandbox_set_desired_state(struct store *s, const char *id, const char *desired_state,
+                                    int64_t updated_at);
+int store_sandbox_set_end_at(struct store *s, const char *id, int64_t end_at, int64_t updated_at);
 int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *ret);
 /* *ret is an array of *ret_n rows; free with store_sandbox_list_free(). */
 int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
@@ -106,6 +154,27 @@ int store_operation_update(struct store *s, const struct store_operation *op);
 int store_operation_get(struct store *s, const char *id, struct store_operation *ret);
 /* Operations in state pending or running, oldest first (the controller's work list). */
 int store_operation_list_unfinished(struct store *s, struct store_operation **ret, size_t *ret_n);
+/* The oldest unfinished operation on sandbox_id; -ENOENT when there is none. */
+int store_operation_get_unfinished(struct store *s, const char *sandbox_id,
+                                   struct store_operation *ret);
+/*
+ * Takes the oldest claimable operation for owner and returns it (state "running",
+ * lease_owner owner, lease_expires_at lease_until, attempts incremented). Claimable: pending
+ * or running, its lease free or expired at now, and the oldest unfinished operation of its
+ * sandbox (operations on one sandbox run one at a time, in order). -ENOENT when none is.
+ * Atomic against other claimers on the same database (PostgreSQL: FOR UPDATE SKIP LOCKED;
+ * SQLite: one UPDATE, writers serialised). Not inside a transaction (-EBUSY).
+ */
+int store_operation_claim(struct store *s, const char *owner, int64_t now, int64_t lease_until,
+                          struct store_operation *ret);
+/* Extends owner's lease on id. -ESTALE when owner no longer holds it (or it has finished). */
+int store_operation_renew(struct store *s, const char *id, const char *owner, int64_t lease_until);
+/*
+ * Records the outcome of an operation owner holds: op->state, error, result_json and
+ * updated_at are written and the lease is released. -ESTALE when owner no longer holds it:
+ * another controller took it over and its outcome is the one that counts.
+ */
+int store_operation_finish(struct store *s, const struct store_operation *op, const char *owner);
 void store_operation_release(struct store_operation *op);
 void store_operation_list_free(struct store_operation *list, size_t n);
 

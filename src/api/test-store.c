@@ -24,6 +24,7 @@
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "api/store.h"
@@ -507,6 +508,118 @@ static void test_store_sandbox_list_pagination(void **state)
     }
 }
 
+/* Pages through f (its after_id and limit are overwritten) and returns every id seen. */
+static size_t list_all_pages(struct store *s, struct store_sandbox_filter f, size_t page,
+                             char ids[][21], size_t max)
+{
+    char last[21] = "";
+    size_t seen = 0;
+
+    f.limit = page;
+    f.after_id = NULL;
+    for (;;) {
+        struct store_sandbox *list = NULL;
+        size_t n = 0;
+
+        assert_int_equal(store_sandbox_list(s, &f, &list, &n), 0);
+        if (n == 0) {
+            break;
+        }
+        assert_true(n <= page);
+        for (size_t i = 0; i < n; i++) {
+            assert_true(seen < max);
+            snprintf(ids[seen++], 21, "%s", list[i].id);
+        }
+        snprintf(last, sizeof(last), "%s", list[n - 1].id);
+        f.after_id = last;
+        store_sandbox_list_free(list, n);
+    }
+    return seen;
+}
+
+static void test_store_sandbox_list_order_and_filters(void **state)
+{
+    struct store *s = S(state);
+    char asc[12][21], desc[12][21], got[12][21];
+    size_t n_asc, n_desc;
+
+    /* Pairs share a created_at and ids run against insertion order within a pair. */
+    for (size_t i = 0; i < 12; i++) {
+        char id[21];
+        struct store_sandbox sb;
+
+        snprintf(id, sizeof(id), "sb%018zu", 100 - i);
+        sb = sandbox(id, 1000 + (int64_t)(i / 2), "running");
+        sb.template_id = i % 3 == 0 ? "python" : "base";
+        sb.alias = i % 4 == 1 ? "tpl-alias" : NULL;
+        sb.desired_state = i == 7 ? "killed" : "running";
+        assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    }
+
+    /* Descending is exactly ascending reversed, and pages (of any size) follow it. */
+    n_asc = list_all_pages(s, (struct store_sandbox_filter){ 0 }, 100, asc, 12);
+    n_desc = list_all_pages(s, (struct store_sandbox_filter){ .descending = true }, 100, desc, 12);
+    assert_int_equal(n_asc, 12);
+    assert_int_equal(n_desc, 12);
+    for (size_t i = 0; i < 12; i++) {
+        assert_string_equal(asc[i], desc[11 - i]);
+    }
+    /* Within a created_at the id decides: ascending, the smaller id first. */
+    assert_true(strcmp(asc[0], asc[1]) < 0);
+    for (size_t page = 1; page <= 5; page++) {
+        assert_int_equal(
+            list_all_pages(s, (struct store_sandbox_filter){ .descending = true }, page, got, 12),
+            12);
+        for (size_t i = 0; i < 12; i++) {
+            assert_string_equal(got[i], desc[i]);
+        }
+        assert_int_equal(list_all_pages(s, (struct store_sandbox_filter){ 0 }, page, got, 12), 12);
+        for (size_t i = 0; i < 12; i++) {
+            assert_string_equal(got[i], asc[i]);
+        }
+    }
+
+    /* template matches template_id or alias: i = 0,3,6,9 (python) and 1,5,9 (alias). */
+    assert_list(s,
+                &(struct store_sandbox_filter){ .template_id = "python", .descending = true },
+                (const char *[]){ "sb000000000000000091", "sb000000000000000094",
+                                  "sb000000000000000097", "sb000000000000000100", NULL });
+    assert_list(s, &(struct store_sandbox_filter){ .template_id = "tpl-alias" },
+                (const char *[]){ "sb000000000000000099", "sb000000000000000095",
+                                  "sb000000000000000091", NULL });
+    assert_list(s, &(struct store_sandbox_filter){ .template_id = "nope" },
+                (const char *[]){ NULL });
+
+    /* Time bounds: created_at >= after, < before (1000 + i/2). */
+    assert_list(s,
+                &(struct store_sandbox_filter){ .started_after = &(int64_t){ 1004 },
+                                                .started_before = &(int64_t){ 1005 } },
+                (const char *[]){ "sb000000000000000091", "sb000000000000000092", NULL });
+    assert_list(s, &(struct store_sandbox_filter){ .started_after = &(int64_t){ 1006 } },
+                (const char *[]){ NULL });
+    assert_list(s, &(struct store_sandbox_filter){ .started_before = &(int64_t){ 1000 } },
+                (const char *[]){ NULL });
+    assert_list(s,
+                &(struct store_sandbox_filter){ .started_before = &(int64_t){ 1001 },
+                                                .descending = true },
+                (const char *[]){ "sb000000000000000100", "sb000000000000000099", NULL });
+
+    /* hide_dying leaves out i = 7 (desired killed), and pages stay full without it. */
+    n_desc = list_all_pages(s, (struct store_sandbox_filter){ .hide_dying = true,
+                                                              .descending = true },
+                            3, got, 12);
+    assert_int_equal(n_desc, 11);
+    for (size_t i = 0; i < n_desc; i++) {
+        assert_string_not_equal(got[i], "sb000000000000000093");
+    }
+
+    /* A descending cursor composes with filters. */
+    assert_list(s,
+                &(struct store_sandbox_filter){ .template_id = "python", .descending = true,
+                                                .after_id = "sb000000000000000094" },
+                (const char *[]){ "sb000000000000000097", "sb000000000000000100", NULL });
+}
+
 static void test_store_operations(void **state)
 {
     struct store *s = S(state);
@@ -587,6 +700,264 @@ static void test_store_operations(void **state)
     assert_int_equal(store_operation_list_unfinished(s, &list, &n), 0);
     assert_int_equal(n, 0);
     assert_null(list);
+}
+
+static void test_store_sandbox_update_fields(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox sb = sandbox("sb00000000000000000a", 100, "creating"), got = { 0 };
+    struct store_sandbox patch = { .id = sb.id, .state = "running", .end_at = 777 };
+
+    assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    /* Only the named columns change; the NULLs in patch are not written. */
+    assert_int_equal(
+        store_sandbox_update_fields(s, &patch, STORE_SANDBOX_STATE | STORE_SANDBOX_END_AT), 0);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    sb.state = "running";
+    sb.end_at = 777;
+    assert_sandbox_equal(&got, &sb);
+    store_sandbox_release(&got);
+
+    /* The setters: state + error, desired state, end time, each with updated_at. */
+    assert_int_equal(store_sandbox_set_state(s, sb.id, "killed", "lost by its node", 300), 0);
+    assert_int_equal(store_sandbox_set_desired_state(s, sb.id, "killed", 301), 0);
+    assert_int_equal(store_sandbox_set_end_at(s, sb.id, 999, 302), 0);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    sb.state = "killed";
+    sb.error = "lost by its node";
+    sb.desired_state = "killed";
+    sb.end_at = 999;
+    sb.updated_at = 302;
+    assert_sandbox_equal(&got, &sb);
+    store_sandbox_release(&got);
+    assert_int_equal(store_sandbox_set_state(s, sb.id, "running", NULL, 303), 0);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    assert_null(got.error);
+    store_sandbox_release(&got);
+
+    /* A required column cannot be cleared, an unknown row is -ENOENT, no fields -EINVAL. */
+    patch.state = NULL;
+    assert_int_equal(store_sandbox_update_fields(s, &patch, STORE_SANDBOX_STATE), -EINVAL);
+    assert_int_equal(store_sandbox_update_fields(s, &patch, 0), -EINVAL);
+    assert_int_equal(store_sandbox_update_fields(s, &patch, 1u << 20), -EINVAL);
+    assert_int_equal(store_sandbox_set_state(s, "sb0000000000000nope0", "running", NULL, 1),
+                     -ENOENT);
+    assert_int_equal(store_sandbox_set_end_at(s, "sb0000000000000nope0", 1, 1), -ENOENT);
+    patch.metadata_json = "{\"a\":1}";
+    assert_int_equal(store_sandbox_update_fields(s, &patch, STORE_SANDBOX_METADATA), -EINVAL);
+}
+
+#define OWNER_A "owner-a"
+#define OWNER_B "owner-b"
+
+static void test_store_operation_claim(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox a = sandbox("sb00000000000000000a", 100, "running");
+    struct store_sandbox b = sandbox("sb00000000000000000b", 100, "running");
+    struct store_operation ops[] = {
+        operation("00000000000000000000000000000001", a.id, "pending", 10),
+        operation("00000000000000000000000000000002", a.id, "pending", 20), /* behind 1 */
+        operation("00000000000000000000000000000003", b.id, "pending", 30),
+        operation("00000000000000000000000000000004", NULL, "succeeded", 5),
+    };
+    struct store_operation got = { 0 }, done = { 0 };
+
+    assert_int_equal(store_sandbox_insert(s, &a), 0);
+    assert_int_equal(store_sandbox_insert(s, &b), 0);
+    for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
+        assert_int_equal(store_operation_insert(s, &ops[i]), 0);
+    }
+
+    /* A sandbox's oldest unfinished operation. */
+    assert_int_equal(store_operation_get_unfinished(s, a.id, &got), 0);
+    assert_string_equal(got.id, ops[0].id);
+    store_operation_release(&got);
+    assert_int_equal(store_operation_get_unfinished(s, "sb0000000000000nope0", &got), -ENOENT);
+
+    /* Oldest first; 2 waits for 1 (same sandbox), so B gets 3, then nothing is left. */
+    assert_int_equal(store_operation_claim(s, OWNER_A, 1000, 2000, &got), 0);
+    assert_string_equal(got.id, ops[0].id);
+    assert_string_equal(got.state, "running");
+    assert_string_equal(got.lease_owner, OWNER_A);
+    assert_int_equal(got.lease_expires_at, 2000);
+    assert_int_equal(got.attempts, 1);
+    assert_int_equal(got.updated_at, 1000);
+    store_operation_release(&got);
+    assert_int_equal(store_operation_claim(s, OWNER_B, 1000, 100000, &got), 0);
+    assert_string_equal(got.id, ops[2].id);
+    store_operation_release(&got);
+    assert_int_equal(store_operation_claim(s, OWNER_B, 1500, 2500, &got), -ENOENT);
+
+    /* Renewal by the holder only; the other owner is told it lost. */
+    assert_int_equal(store_operation_renew(s, ops[0].id, OWNER_A, 3000), 0);
+    assert_int_equal(store_operation_renew(s, ops[0].id, OWNER_B, 9000), -ESTALE);
+    /* Not expired at 2500 any more (renewed to 3000). */
+    assert_int_equal(store_operation_claim(s, OWNER_B, 2500, 3500, &got), -ENOENT);
+
+    /* Past the lease, another owner takes it over: attempts 2; the old owner cannot finish. */
+    assert_int_equal(store_operation_claim(s, OWNER_B, 3000, 4000, &got), 0);
+    assert_string_equal(got.id, ops[0].id);
+    assert_string_equal(got.lease_owner, OWNER_B);
+    assert_int_equal(got.attempts, 2);
+    done = got;
+    done.state = "succeeded";
+    done.result_json = "{\"status\":200}";
+    done.updated_at = 3100;
+    assert_int_equal(store_operation_finish(s, &done, OWNER_A), -ESTALE);
+    assert_int_equal(store_operation_renew(s, ops[0].id, OWNER_A, 9000), -ESTALE);
+    assert_int_equal(store_operation_finish(s, &done, OWNER_B), 0);
+    /* Finished: no second finish, no renewal. */
+    assert_int_equal(store_operation_finish(s, &done, OWNER_B), -ESTALE);
+    store_operation_release(&got);
+    assert_int_equal(store_operation_get(s, ops[0].id, &got), 0);
+    assert_string_equal(got.state, "succeeded");
+    assert_string_equal(got.result_json, "{\"status\":200}");
+    assert_null(got.lease_owner);
+    assert_int_equal(got.lease_expires_at, 0);
+    assert_int_equal(got.attempts, 2);
+    store_operation_release(&got);
+    assert_int_equal(store_operation_renew(s, ops[0].id, OWNER_B, 9000), -ESTALE);
+
+    assert_int_equal(store_operation_get_unfinished(s, a.id, &got), 0);
+    assert_string_equal(got.id, ops[1].id);
+    store_operation_release(&got);
+
+    /* Now 2 (sandbox a's next) is claimable. */
+    assert_int_equal(store_operation_claim(s, OWNER_A, 3200, 4200, &got), 0);
+    assert_string_equal(got.id, ops[1].id);
+    store_operation_release(&got);
+
+    /* Bad arguments; and no claim inside a transaction. */
+    assert_int_equal(store_operation_claim(s, NULL, 1, 2, &got), -EINVAL);
+    assert_int_equal(store_operation_claim(s, OWNER_A, 2, 2, &got), -EINVAL);
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(store_operation_claim(s, OWNER_A, 1, 2, &got), -EBUSY);
+    assert_int_equal(store_rollback(s), 0);
+}
+
+/* The URL a second connection to the fixture's database uses (PGOPTIONS is already set). */
+static void fixture_url(void **state, char *buf, size_t size)
+{
+    struct fixture *fx = *state;
+
+    if (backend == BACKEND_SQLITE) {
+        snprintf(buf, size, "sqlite:%s/%s", tmpdir, fx->name);
+    } else {
+        snprintf(buf, size, "%s", pg_url);
+    }
+}
+
+#define CLAIM_PROCS 4
+#define CLAIM_OPS 120
+
+/*
+ * Several processes, each with its own connection, claim and finish as fast
+ * as they can: every operation must be claimed exactly once (what two
+ * space-api replicas on one database rely on).
+ */
+static void test_store_operation_claim_concurrent(void **state)
+{
+    struct store *s = S(state);
+    char url[4200], sb_id[21];
+    int fds[CLAIM_PROCS][2];
+    pid_t pids[CLAIM_PROCS];
+    unsigned claimed[CLAIM_OPS] = { 0 };
+    size_t total = 0;
+
+    /* Ten sandboxes with 12 operations each, plus a few without a sandbox. */
+    for (size_t i = 0; i < 10; i++) {
+        struct store_sandbox sb;
+
+        snprintf(sb_id, sizeof(sb_id), "sb%018zu", i);
+        sb = sandbox(sb_id, 100, "running");
+        assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    }
+    assert_int_equal(store_begin(s), 0);
+    for (size_t i = 0; i < CLAIM_OPS; i++) {
+        char id[33];
+        struct store_operation op;
+
+        snprintf(id, sizeof(id), "%032zu", i);
+        snprintf(sb_id, sizeof(sb_id), "sb%018zu", i % 10);
+        op = operation(id, i % 17 == 0 ? NULL : sb_id, "pending", (int64_t)i);
+        assert_int_equal(store_operation_insert(s, &op), 0);
+    }
+    assert_int_equal(store_commit(s), 0);
+    fixture_url(state, url, sizeof(url));
+
+    for (size_t p = 0; p < CLAIM_PROCS; p++) {
+        assert_int_equal(pipe(fds[p]), 0);
+        pids[p] = fork();
+        assert_true(pids[p] >= 0);
+        if (pids[p] == 0) {
+            struct store *c = NULL;
+            char owner[16];
+            int misses = 0;
+
+            close(fds[p][0]);
+            snprintf(owner, sizeof(owner), "proc-%zu", p);
+            if (store_open(url, &c) < 0) {
+                _exit(2);
+            }
+            /* A miss can mean "the rest is claimed by others but unfinished": retry a while. */
+            while (misses < 200) {
+                struct store_operation op = { 0 };
+                int64_t now = (int64_t)now_realtime();
+                int r = store_operation_claim(c, owner, now, now + 60 * 1000000LL, &op);
+
+                if (r == -ENOENT) {
+                    misses++;
+                    usleep(2000);
+                    continue;
+                }
+                if (r < 0) {
+                    _exit(3);
+                }
+                misses = 0;
+                if (write(fds[p][1], op.id, 32) != 32) {
+                    _exit(4);
+                }
+                free(op.state);
+                op.state = strdup("succeeded");
+                if (store_operation_finish(c, &op, owner) < 0) {
+                    _exit(5);
+                }
+                store_operation_release(&op);
+            }
+            store_close(c);
+            _exit(0);
+        }
+        close(fds[p][1]);
+    }
+    for (size_t p = 0; p < CLAIM_PROCS; p++) {
+        char id[33] = "";
+        int status = 0;
+
+        while (read(fds[p][0], id, 32) == 32) {
+            uint64_t n = strtoull(id, NULL, 10);
+
+            assert_true(n < CLAIM_OPS);
+            claimed[n]++;
+            total++;
+        }
+        close(fds[p][0]);
+        assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    assert_int_equal(total, CLAIM_OPS);
+    for (size_t i = 0; i < CLAIM_OPS; i++) {
+        struct store_operation got = { 0 };
+        char id[33];
+
+        assert_int_equal(claimed[i], 1);
+        snprintf(id, sizeof(id), "%032zu", i);
+        assert_int_equal(store_operation_get(s, id, &got), 0);
+        assert_string_equal(got.state, "succeeded");
+        assert_int_equal(got.attempts, 1);
+        store_operation_release(&got);
+    }
 }
 
 static void test_store_api_keys(void **state)
@@ -916,7 +1287,12 @@ static void test_store_pg_reconnect(void **state)
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_states, setup, teardown),          \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_metadata, setup, teardown),        \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_pagination, setup, teardown),      \
+        cmocka_unit_test_setup_teardown(test_store_sandbox_list_order_and_filters, setup,           \
+                                        teardown),                                                 \
         cmocka_unit_test_setup_teardown(test_store_operations, setup, teardown),                   \
+        cmocka_unit_test_setup_teardown(test_store_sandbox_update_fields, setup, teardown),        \
+        cmocka_unit_test_setup_teardown(test_store_operation_claim, setup, teardown),              \
+        cmocka_unit_test_setup_teardown(test_store_operation_claim_concurrent, setup, teardown),   \
         cmocka_unit_test_setup_teardown(test_store_api_keys, setup, teardown),                     \
         cmocka_unit_test_setup_teardown(test_store_transactions, setup, teardown),                 \
         cmocka_unit_test_setup_teardown(test_store_strings_roundtrip, setup, teardown),            \

@@ -194,16 +194,28 @@ class Platform:
 
     store: None for the default SQLite file, or a PostgreSQL URL (a fresh schema is not
     needed: each Platform uses its own database name via the URL the caller passes).
+    share_node: another Platform whose space-node (and tunnel) this one's space-api uses
+    instead of starting its own: a second replica, for tests of several space-api on one
+    store. It gets its own data dir, sockets, ports and bootstrap key; start() and destroy()
+    leave the shared node alone.
     """
 
-    def __init__(self, name="platform", store=None, api_args=(), node_args=()):
-        self.node = Node(name, extra_args=["--tunnel-socket", "PLACEHOLDER", "--share-dir", ROOT,
-                                           "--agent", AGENT, *node_args])
-        self.data = self.node.data
-        base = os.path.basename(self.data)
+    def __init__(self, name="platform", store=None, api_args=(), node_args=(), share_node=None):
+        self.shared = share_node is not None
+        if self.shared:
+            self.node = share_node.node
+            os.makedirs(DATA_ROOT, exist_ok=True)
+            self.data = tempfile.mkdtemp(prefix=f"test-{name}-", dir=DATA_ROOT)
+            base = os.path.basename(self.data)
+            self.tunnel_socket = share_node.tunnel_socket
+        else:
+            self.node = Node(name, extra_args=["--tunnel-socket", "PLACEHOLDER", "--share-dir",
+                                               ROOT, "--agent", AGENT, *node_args])
+            self.data = self.node.data
+            base = os.path.basename(self.data)
+            self.tunnel_socket = f"/run/space/{base}-tunnel.sock"
+            self.node.extra_args[1] = self.tunnel_socket
         self.api_socket = f"/run/space/{base}-api.sock"
-        self.tunnel_socket = f"/run/space/{base}-tunnel.sock"
-        self.node.extra_args[1] = self.tunnel_socket
         self.port = free_port()
         self.ingress_port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -221,7 +233,8 @@ class Platform:
             return f.read().strip()
 
     def start(self):
-        self.node.start()
+        if not self.shared:
+            self.node.start()
         self.start_api()
         return self
 
@@ -255,6 +268,10 @@ class Platform:
         except OSError:
             return ""
 
+    def api_log_full(self):
+        with open(os.path.join(self.data, "api.log"), errors="replace") as f:
+            return f.read()
+
     def admin(self, method, path, body=None, timeout=300):
         conn = UnixHTTPConnection(self.api_socket, timeout=timeout)
         try:
@@ -284,4 +301,7 @@ class Platform:
 
     def destroy(self):
         self.stop_api()
-        self.node.destroy()
+        if self.shared:
+            shutil.rmtree(self.data, ignore_errors=True)
+        else:
+            self.node.destroy()
