@@ -488,60 +488,6 @@ static void free_strv(char **v)
     free(v);
 }
 
-/* The query parameters each list generation takes (E2B's spec, plus startedBefore on v2);
- * any other, or one given twice, is refused rather than ignored. */
-static const char *const list_v1_params[] = { "metadata", NULL };
-static const char *const list_v2_params[] = { "metadata",     "state",         "limit",
-                                              "nextToken",    "order",         "startedAfter",
-                                              "startedBefore", "template",     NULL };
-
-static bool strv_contains(const char *const *v, const char *s)
-{
-    for (; *v; v++) {
-        if (strcmp(*v, s) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Replies 400 and returns false when the query names a parameter not in allowed. */
-static bool list_query_ok(struct evhttp_request *req, const char *const *allowed)
-{
-    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    struct evkeyvalq params;
-    struct evkeyval *kv, *other;
-    bool ok = true;
-
-    if (!q) {
-        return true;
-    }
-    if (evhttp_parse_query_str(q, &params) < 0) {
-        http_util_reply_error(req, 400, "malformed query string");
-        return false;
-    }
-    TAILQ_FOREACH(kv, &params, next)
-    {
-        if (!strv_contains(allowed, kv->key)) {
-            http_util_reply_error(req, 400, "unknown query parameter '%s'", kv->key);
-            ok = false;
-            break;
-        }
-        for (other = TAILQ_NEXT(kv, next); other; other = TAILQ_NEXT(other, next)) {
-            if (strcmp(other->key, kv->key) == 0) {
-                break;
-            }
-        }
-        if (other) {
-            http_util_reply_error(req, 400, "query parameter '%s' given more than once", kv->key);
-            ok = false;
-            break;
-        }
-    }
-    evhttp_clear_headers(&params);
-    return ok;
-}
-
 /* Parses an RFC 3339 time filter; replies 400 and returns -EINVAL when it is not one. */
 static int list_time_filter(struct evhttp_request *req, const char *name, const char *value,
                             int64_t *ret)
@@ -572,9 +518,7 @@ static void list_sandboxes(struct request_ctx *c, bool v2)
     int64_t after = 0, before = 0;
     bool want_running = true;
 
-    if (!list_query_ok(c->req, v2 ? list_v2_params : list_v1_params)) {
-        return;
-    }
+    /* routes.c refused unknown and repeated parameters already. */
     metadata = routes_query(c->req, "metadata");
     if (v2) {
         state = routes_query(c->req, "state");

@@ -58,7 +58,7 @@ static const struct route {
     { EVHTTP_REQ_POST, "/v2/sandboxes", e2b_sandbox_create, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_GET, "/sandboxes", e2b_sandbox_list_v1, AUTH_KEY, ID_NONE, "metadata" },
     { EVHTTP_REQ_GET, "/v2/sandboxes", e2b_sandbox_list_v2, AUTH_KEY, ID_NONE,
-      "metadata state limit nextToken order startedAfter template" },
+      "metadata state limit nextToken order startedAfter startedBefore template" },
     { EVHTTP_REQ_GET, "/sandboxes/{id}", e2b_sandbox_get, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_DELETE, "/sandboxes/{id}", e2b_sandbox_kill, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_POST, "/sandboxes/{id}/timeout", e2b_sandbox_timeout, AUTH_KEY, ID_SANDBOX },
@@ -275,7 +275,8 @@ bool routes_check_fields(struct evhttp_request *req, json_t *obj, const char *wh
     return true;
 }
 
-/* Refuses (400) a query the route does not know: an ignored filter returns wrong results. */
+/* Refuses (400) a query the route does not know, or a parameter given twice: an ignored
+ * filter returns wrong results. */
 static bool query_allowed(struct evhttp_request *req, const char *allowed)
 {
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
@@ -301,6 +302,17 @@ static bool query_allowed(struct evhttp_request *req, const char *allowed)
                                       kv->key);
             }
             ok = false;
+            break;
+        }
+        for (struct evkeyval *o = TAILQ_NEXT(kv, next); o; o = TAILQ_NEXT(o, next)) {
+            if (strcmp(o->key, kv->key) == 0) {
+                http_util_reply_error(req, 400, "query parameter '%.64s' given more than once",
+                                      kv->key);
+                ok = false;
+                break;
+            }
+        }
+        if (!ok) {
             break;
         }
     }
