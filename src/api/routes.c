@@ -37,7 +37,7 @@ static const struct route {
     /* native v1 */
     { EVHTTP_REQ_POST, "/v1/sandboxes", http_sandbox_create, AUTH_KEY, ID_NONE, "wait" },
     { EVHTTP_REQ_GET, "/v1/sandboxes", http_sandbox_list, AUTH_KEY, ID_NONE,
-      "state metadata limit after" },
+      "state metadata limit after order" },
     { EVHTTP_REQ_GET, "/v1/sandboxes/{id}", http_sandbox_get, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}", http_sandbox_kill, AUTH_KEY, ID_SANDBOX, "wait" },
     { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/timeout", http_sandbox_timeout, AUTH_KEY, ID_SANDBOX },
