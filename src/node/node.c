@@ -22,6 +22,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "basic/fault.h"
 #include "basic/fd-util.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
@@ -229,6 +230,10 @@ int main(int argc, char **argv)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    if (fault_points_armed()) {
+        log_warning("fault points armed (SPACE_FAULT=%s): a test build under test",
+                    getenv("SPACE_FAULT"));
+    }
     /* QEMU daemonizes; as subreaper we still reap it when it exits. */
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1);
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "basic/base64.h"
+#include "basic/fault.h"
 #include "basic/fd-util.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
@@ -258,6 +259,9 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     if (r >= 0) {
         r = vm_save_record(host, &rec);
     }
+    if (r >= 0) {
+        r = fault_point("create.record");
+    }
     if (r < 0) {
         goto fail;
     }
@@ -270,6 +274,9 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     }
     snprintf(src, sizeof(src), "%s/rootfs.ext4", tdir);
     r = clone_file(src, p.rootfs, &reflinked);
+    if (r >= 0) {
+        r = fault_point("create.clone");
+    }
     if (r < 0) {
         goto fail;
     }
@@ -282,6 +289,9 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     step = "create network";
     t = now_monotonic();
     r = netslot_create(rec.iid);
+    if (r >= 0) {
+        r = fault_point("create.network");
+    }
     if (r < 0) {
         goto fail;
     }
@@ -290,6 +300,9 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     step = "start vmm";
     t = now_monotonic();
     r = runtime_boot(host->runtime, &cfg, &rt);
+    if (r >= 0) {
+        r = fault_point("create.vmm");
+    }
     if (r < 0) {
         goto fail;
     }
@@ -300,6 +313,9 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
         step = "save instance record";
         r = vm_save_record(host, &rec);
     }
+    if (r >= 0) {
+        r = fault_point("create.record-vmm");
+    }
     if (r < 0) {
         goto fail;
     }
@@ -307,6 +323,9 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     step = "wait for agent";
     t = now_monotonic();
     r = vm_wait_ready(host, rt);
+    if (r >= 0) {
+        r = fault_point("create.ready");
+    }
     if (r < 0) {
         goto fail;
     }
@@ -315,6 +334,9 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     if (vm->init_json) {
         step = "initialise agent";
         r = vm_post_init(vm, rt);
+        if (r >= 0) {
+            r = fault_point("create.init");
+        }
         if (r < 0) {
             goto fail;
         }
@@ -324,6 +346,9 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     /* Durable first: the loop marks the vm running only after this is on disk. */
     rec.state = VM_RUNNING;
     r = vm_save_record(host, &rec);
+    if (r >= 0) {
+        r = fault_point("create.running");
+    }
     if (r < 0) {
         step = "save state";
         goto fail;
