@@ -22,6 +22,7 @@ struct worker_pool {
     struct pool_job *head, *tail; /* queued, not yet taken */
     unsigned queued, queue_max;
     unsigned threads, idle;       /* started threads, those waiting for a job */
+    unsigned busy;                /* threads running a job */
     unsigned threads_max;
     unsigned pending;             /* loop thread: submitted, done not yet run */
     unsigned alive;               /* threads not yet exited (under lock) */
@@ -63,11 +64,13 @@ static void *worker_main(void *userdata)
             p->tail = NULL;
         }
         p->queued--;
+        p->busy++;
         pthread_mutex_unlock(&p->lock);
 
         pj->work(pj->job);
 
         pthread_mutex_lock(&p->lock);
+        p->busy--;
         if (p->stopping) {
             /* The loop is going away: nobody would run done. The process is exiting. */
             free(pj);
@@ -105,6 +108,13 @@ int worker_pool_new(struct event_base *base, unsigned threads, unsigned queue_ma
     return 0;
 }
 
+/* Jobs that would wait for a thread if one more were queued (under lock). */
+static unsigned would_wait_locked(const struct worker_pool *p)
+{
+    unsigned free_threads = p->threads - p->busy; /* idle or still starting */
+    return p->queued + 1 > free_threads ? p->queued + 1 - free_threads : 0;
+}
+
 int worker_pool_submit(struct worker_pool *p, worker_fn work, worker_fn done, void *job)
 {
     struct pool_job *pj;
@@ -118,23 +128,21 @@ int worker_pool_submit(struct worker_pool *p, worker_fn work, worker_fn done, vo
     pthread_mutex_lock(&p->lock);
     if (p->stopping) {
         r = -ESHUTDOWN;
-    } else if (p->idle <= p->queued && p->threads < p->threads_max) {
+    } else if (would_wait_locked(p) > 0 && p->threads < p->threads_max) {
         /* Threads start on demand, up to the cap: an idle node holds none it never used. */
         pthread_attr_t attr;
         pthread_t t;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        r = -pthread_create(&t, &attr, worker_main, p);
-        pthread_attr_destroy(&attr);
-        if (r == 0) {
+        if (pthread_create(&t, &attr, worker_main, p) == 0) {
             p->threads++;
             p->alive++;
-        } else if (p->threads > 0) {
-            r = 0; /* the running threads will get to it */
+        } else if (p->threads == 0) {
+            r = -EAGAIN;
         }
+        pthread_attr_destroy(&attr);
     }
-    if (r == 0 && p->idle <= p->queued && p->threads >= p->threads_max &&
-        p->queued >= p->queue_max) {
+    if (r == 0 && would_wait_locked(p) > p->queue_max) {
         r = -EAGAIN;
     }
     if (r == 0) {
