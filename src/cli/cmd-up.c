@@ -190,7 +190,7 @@ static int stop_daemon(const char *name)
     uint32_t pid = (uint32_t)ppid;
     pidfile(name, path, sizeof(path));
     if (kill((pid_t)pid, SIGTERM) == 0) {
-        usec_t deadline = now_monotonic() + 30 * USEC_PER_SEC;
+        usec_t deadline = now_monotonic() + 60 * USEC_PER_SEC;
         while (process_running((pid_t)pid) && now_monotonic() < deadline) {
             (void)waitpid((pid_t)pid, NULL, WNOHANG);
             sleep_usec(50 * USEC_PER_MSEC);
