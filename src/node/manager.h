@@ -63,7 +63,7 @@ unsigned manager_jobs_pending(const struct manager *m);
  * flight are done, or after MANAGER_STOP_TIMEOUT, whichever is first.
  * Running sandboxes are left running: the next node start re-attaches them.
  */
-#define MANAGER_STOP_TIMEOUT (4 * USEC_PER_SEC)
+#define MANAGER_STOP_TIMEOUT (3 * USEC_PER_SEC)
 void manager_shutdown(struct manager *m);
 /* Called by job completions while stopping: breaks the loop when nothing is left. */
 void manager_job_finished(struct manager *m);

@@ -72,6 +72,7 @@ def test_sigterm_with_exec_in_flight_leaves_sandbox_running():
             n.proc = None
             with pytest.raises(Exception):
                 pending.result()
+        print(f"SIGTERM with an exec in flight: node exited in {elapsed:.2f} s")
         assert elapsed < 5, f"node took {elapsed:.1f} s to stop"
         assert qemu_alive(sb["pid"]), "a graceful stop must leave the sandbox running"
         assert f"space-{sb['instance_id']}" in netns_names()
@@ -256,9 +257,20 @@ def test_space_up_is_idempotent_and_down_keeps_sandboxes():
         t0 = time.monotonic()
         st.up()
         assert st.pid("node") != node_pid
+        t1 = time.monotonic()
         left = answers_within(st, sids, 10)
+        print(f"kill -9 of space-node: `space up --detach` took {t1 - t0:.2f} s, then every "
+              f"sandbox answered an exec in {time.monotonic() - t1:.2f} s")
         assert not left, f"no exec answer within 10 s of `space up` from {left}"
         assert time.monotonic() - t0 < 120
+
+        # kill -9 of space-api: `space up` starts just the api; the node keeps its pid.
+        api_pid, node_pid = st.pid("api"), st.pid("node")
+        os.kill(api_pid, signal.SIGKILL)
+        time.sleep(0.2)
+        st.up()
+        assert st.pid("api") != api_pid and st.pid("node") == node_pid
+        assert not answers_within(st, sids, 10)
 
         # A second `space up` with both daemons healthy changes nothing.
         api_pid, node_pid = st.pid("api"), st.pid("node")
