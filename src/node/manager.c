@@ -18,6 +18,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "node/netslot.h"
 
 int manager_run_job(struct manager *m, manager_job_fn work, manager_job_fn done, void *job)
 {
@@ -53,6 +54,12 @@ struct vm *manager_find_instance(struct manager *m, const char *iid)
         }
     }
     return NULL;
+}
+
+int manager_sandbox_netns_path(struct manager *m, const char *sandbox_id, char *buf, size_t n)
+{
+    struct vm *vm = manager_find(m, sandbox_id);
+    return vm ? netslot_netns_path(vm->rec.iid, buf, n) : -ENOENT;
 }
 
 int manager_bind(struct manager *m, struct vm *vm, const char *sandbox_id)

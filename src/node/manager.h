@@ -39,6 +39,8 @@ struct manager *manager_free(struct manager *m);
 struct vm *manager_find(struct manager *m, const char *sandbox_id);
 /* Loop thread only. The instance with id iid, or NULL. */
 struct vm *manager_find_instance(struct manager *m, const char *iid);
+/* Loop thread only. The netns path of the instance bound to sandbox_id, or -ENOENT. */
+int manager_sandbox_netns_path(struct manager *m, const char *sandbox_id, char *buf, size_t n);
 int manager_add(struct manager *m, struct vm *vm);
 void manager_remove(struct manager *m, struct vm *vm);
 /*

@@ -399,7 +399,7 @@ static int guest_socket(struct tunnel *t, const char *id, int *ret_fd)
     int ns = -EBADF, fd = -EBADF;
     int r;
 
-    r = netslot_netns_path(id, path, sizeof(path));
+    r = manager_sandbox_netns_path(t->m, id, path, sizeof(path));
     if (r < 0) {
         return r;
     }
