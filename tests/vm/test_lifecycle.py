@@ -228,6 +228,14 @@ class Stack:
         self.node.destroy()
 
 
+def open_cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def answers_within(stack, sids, seconds):
     deadline = time.monotonic() + seconds
     pending = set(sids)
@@ -263,6 +271,12 @@ def test_space_up_is_idempotent_and_down_keeps_sandboxes():
               f"sandbox answered an exec in {time.monotonic() - t1:.2f} s")
         assert not left, f"no exec answer within 10 s of `space up` from {left}"
         assert time.monotonic() - t0 < 120
+        # Nothing leaked or doubled: one node, one instance, netns and VMM per sandbox.
+        assert st.node.instances() == sorted(sb["instance_id"] for sb in sbs)
+        assert len(live_qemu_pids(st.data)) == len(sbs)
+        assert all(f"space-{sb['instance_id']}" in netns_names() for sb in sbs)
+        assert len([p for p in os.listdir("/proc") if p.isdigit() and
+                    open_cmdline(p).startswith(NODE) and st.data in open_cmdline(p)]) == 1
 
         # kill -9 of space-api: `space up` starts just the api; the node keeps its pid.
         api_pid, node_pid = st.pid("api"), st.pid("node")
