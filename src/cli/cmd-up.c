@@ -1,13 +1,18 @@
 /*
  * space up [--detach] [OPTIONS] / space down
  *
- * up builds (or confirms cached) the base template, then starts space-node
- * and space-api, each in its own session logging to <data>/<name>.log, and
- * waits until both answer /health. With --detach it returns then and prints
- * shell `export` lines for the E2B SDKs (eval "$(space up --detach)"), all
- * status going to stderr; without it, it stays in the foreground until
- * interrupted and then stops both. down stops both with SIGTERM (the node
- * kills its sandboxes and leaves nothing behind).
+ * up is idempotent: it starts whichever of space-node and space-api does not
+ * answer /health (building or confirming the base template first when the
+ * node must start), each in its own session logging to <data>/<name>.log,
+ * and waits until both answer. A restarted node re-attaches the sandboxes
+ * that kept running. With --detach it returns then and prints shell
+ * `export` lines for the E2B SDKs (eval "$(space up --detach)"), all status
+ * going to stderr; without it, it stays in the foreground until interrupted
+ * and then stops both.
+ *
+ * down [--kill-sandboxes] stops both with SIGTERM. Sandboxes keep running
+ * (the next up re-attaches them) unless --kill-sandboxes, which kills every
+ * sandbox through the node first, leaving no VM or network namespace.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -119,24 +124,73 @@ static int start_daemon(const char *name, const char *const *argv, const char *s
     return -ETIMEDOUT;
 }
 
-static int stop_daemon(const char *name)
+/* The pid in <run>/<name>.pid: 0 when there is none, -EINVAL when it is garbage. */
+static int read_pidfile(const char *name, pid_t *ret)
 {
     char path[PATH_MAX], *text = NULL;
     uint32_t pid;
 
     pidfile(name, path, sizeof(path));
+    *ret = 0;
     if (read_file(path, 64, &text, NULL) < 0) {
         return 0;
     }
     text[strcspn(text, "\n")] = '\0';
     int r = parse_u32(text, &pid);
     free(text);
-    if (r < 0 || pid < 2) {
+    if (r < 0 || pid < 2 || pid > INT32_MAX) {
         fprintf(stderr, "space: invalid pidfile '%s'\n", path);
         return -EINVAL;
     }
+    *ret = (pid_t)pid;
+    return 0;
+}
+
+/*
+ * Starts the daemon unless it answers /health already. One that still runs
+ * but does not answer (starting, or stuck) is waited for, never doubled.
+ */
+static int ensure_daemon(const char *name, const char *const *argv, const char *socket)
+{
+    pid_t pid = 0;
+
+    if (healthy(socket)) {
+        return 0;
+    }
+    (void)read_pidfile(name, &pid);
+    if (pid > 0 && process_running(pid)) {
+        usec_t deadline = now_monotonic() + UP_TIMEOUT;
+        fprintf(stderr, "space: %s (pid %d) runs but does not answer yet, waiting\n", name,
+                (int)pid);
+        while (now_monotonic() < deadline && process_running(pid)) {
+            if (healthy(socket)) {
+                return 0;
+            }
+            sleep_usec(100 * USEC_PER_MSEC);
+        }
+        if (process_running(pid)) {
+            fprintf(stderr, "space: %s (pid %d) does not answer on '%s'; stop it first\n", name,
+                    (int)pid, socket);
+            return -ETIMEDOUT;
+        }
+    }
+    fprintf(stderr, "space: starting %s\n", name);
+    return start_daemon(name, argv, socket);
+}
+
+static int stop_daemon(const char *name)
+{
+    char path[PATH_MAX];
+    pid_t ppid;
+
+    int r = read_pidfile(name, &ppid);
+    if (r < 0 || ppid == 0) {
+        return r;
+    }
+    uint32_t pid = (uint32_t)ppid;
+    pidfile(name, path, sizeof(path));
     if (kill((pid_t)pid, SIGTERM) == 0) {
-        usec_t deadline = now_monotonic() + 120 * USEC_PER_SEC;
+        usec_t deadline = now_monotonic() + 60 * USEC_PER_SEC;
         while (process_running((pid_t)pid) && now_monotonic() < deadline) {
             (void)waitpid((pid_t)pid, NULL, WNOHANG);
             sleep_usec(50 * USEC_PER_MSEC);
@@ -217,29 +271,28 @@ int cmd_up(int argc, char **argv)
     (void)mkdir_p(env_or("SPACE_RUN_DIR", "/run/space"), 0755);
     snprintf(key_path, sizeof(key_path), "%s/default-api-key", client_data_dir());
 
-    if (!healthy(client_socket())) {
+    if (!healthy(node_socket())) {
         if (template_build("base") != 0) {
             return 1;
         }
-        char share[PATH_MAX], agent[PATH_MAX];
-        bool builds = client_find_share(share, sizeof(share)) >= 0 &&
-                      client_find_agent(agent, sizeof(agent)) >= 0;
-        const char *nargv[] = { node, "--data-dir", client_data_dir(), "--socket", node_socket(),
-                                "--tunnel-socket", tunnel_socket(), "--accel", accel,
-                                "--cache-dir", env_or("SPACE_CACHE_DIR", "/var/cache/space"),
-                                builds ? "--share-dir" : NULL, share, "--agent", agent, NULL };
-        if (!healthy(node_socket()) && start_daemon("node", nargv, node_socket()) < 0) {
-            return 1;
-        }
-        const char *aargv[] = { api, "--data-dir", client_data_dir(), "--socket", client_socket(),
-                                "--node-socket", node_socket(), "--tunnel-socket", tunnel_socket(),
-                                "--listen", api_listen, "--ingress", ingress_listen, "--domain",
-                                domain, "--bootstrap-key", key_path,
-                                store ? "--store" : NULL, store, NULL };
-        if (start_daemon("api", aargv, client_socket()) < 0) {
-            (void)stop_daemon("node");
-            return 1;
-        }
+    }
+    char share[PATH_MAX], agent[PATH_MAX];
+    bool builds = client_find_share(share, sizeof(share)) >= 0 &&
+                  client_find_agent(agent, sizeof(agent)) >= 0;
+    const char *nargv[] = { node, "--data-dir", client_data_dir(), "--socket", node_socket(),
+                            "--tunnel-socket", tunnel_socket(), "--accel", accel,
+                            "--cache-dir", env_or("SPACE_CACHE_DIR", "/var/cache/space"),
+                            builds ? "--share-dir" : NULL, share, "--agent", agent, NULL };
+    if (ensure_daemon("node", nargv, node_socket()) < 0) {
+        return 1;
+    }
+    const char *aargv[] = { api, "--data-dir", client_data_dir(), "--socket", client_socket(),
+                            "--node-socket", node_socket(), "--tunnel-socket", tunnel_socket(),
+                            "--listen", api_listen, "--ingress", ingress_listen, "--domain",
+                            domain, "--bootstrap-key", key_path,
+                            store ? "--store" : NULL, store, NULL };
+    if (ensure_daemon("api", aargv, client_socket()) < 0) {
+        return 1;
     }
     fprintf(stderr, "space: platform is up: API http://%s, sandbox ingress http://%s, "
                     "CLI socket '%s'\n", api_listen, ingress_listen, client_socket());
@@ -260,13 +313,70 @@ int cmd_up(int argc, char **argv)
     return cmd_down(0, NULL);
 }
 
+/* Kills every sandbox the node has, straight through the node API (synchronous). */
+static int kill_all_sandboxes(void)
+{
+    json_t *res = NULL, *sb;
+    int status = 0, failed = 0;
+    size_t i;
+
+    int r = http_client_unix_json(node_socket(), "GET", "/v1/sandboxes", NULL, 10 * USEC_PER_SEC,
+                                  64 << 20, &status, &res);
+    if (r < 0 || status != 200) {
+        json_decref(res);
+        fprintf(stderr, "space: cannot list sandboxes on the node: %s\n",
+                r < 0 ? strerror(-r) : "unexpected answer");
+        return -EIO;
+    }
+    json_array_foreach(json_object_get(res, "sandboxes"), i, sb)
+    {
+        const char *id = json_string_value(json_object_get(sb, "id"));
+        char path[128];
+        json_t *body = NULL;
+        if (!id) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+        r = http_client_unix_json(node_socket(), "DELETE", path, NULL, 60 * USEC_PER_SEC,
+                                  1 << 16, &status, &body);
+        json_decref(body);
+        if (r < 0 || (status != 204 && status != 404)) {
+            fprintf(stderr, "space: cannot kill sandbox %s\n", id);
+            failed++;
+        }
+    }
+    json_decref(res);
+    return failed ? -EIO : 0;
+}
+
 int cmd_down(int argc, char **argv)
 {
+    static const struct option opts[] = {
+        { "kill-sandboxes", no_argument, NULL, 'k' },
+        {},
+    };
+    bool kill_sandboxes = false;
+    int c, k = 0;
+
+    optind = 1;
+    while (argv && (c = getopt_long(argc, argv, "", opts, NULL)) >= 0) {
+        if (c != 'k') {
+            fprintf(stderr, "usage: space down [--kill-sandboxes]\n");
+            return 2;
+        }
+        kill_sandboxes = true;
+    }
+    /* The api first: it must not start new work on a node that is going away. */
     int r = stop_daemon("api");
-    int k = stop_daemon("node");
-    if (r < 0 || k < 0) {
+    if (kill_sandboxes && healthy(node_socket())) {
+        k = kill_all_sandboxes();
+    }
+    int n = stop_daemon("node");
+    if (r < 0 || n < 0 || k < 0) {
         return 1;
     }
-    fprintf(stderr, "space: platform stopped\n");
+    fprintf(stderr, kill_sandboxes ? "space: platform stopped, sandboxes killed\n"
+                                   : "space: platform stopped; sandboxes keep running and "
+                                     "`space up` re-attaches them\n");
     return 0;
 }

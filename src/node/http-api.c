@@ -7,11 +7,18 @@
  *   POST   /v1/templates/{name}/build     build (or confirm cached) from the recipe -> template
  *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?} -> 201 sandbox
  *                                         (200 when `id` already runs here: idempotent)
+ *   GET    /v1/instances                  {instances: [...]}: every VM, bound to a sandbox or not
  *   GET    /v1/sandboxes                  {sandboxes: [...]}
  *   GET    /v1/sandboxes/{id}             sandbox
  *   DELETE /v1/sandboxes/{id}             204
  *   POST   /v1/sandboxes/{id}/exec        {cmd, args, env, cwd, user, timeout_ms}
  *                                         -> {exit_code, exited, status, stdout_b64, stderr_b64}
+ *
+ * Sandboxes are addressed by sandbox id (the api's); each is bound to one
+ * node-local instance (instance.h), whose id the sandbox JSON carries as
+ * `instance_id`. An exec without timeout_ms gets --max-exec-timeout, and one
+ * asking for more is refused. When the worker pool is full the answer is
+ * 503 with Retry-After.
  *
  * Errors are {"code": <http status>, "message": "..."} everywhere. This file
  * parses and validates; the work happens in vm.c on worker threads.
@@ -43,10 +50,12 @@
 
 static json_t *vm_to_json(const struct vm *vm)
 {
-    json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f}}", "id", vm->id,
-                     "template", vm->template_name, "state", vm_state_to_string(vm->state),
-                     "vcpus", (int)vm->vcpus, "memory_mb", (int)vm->memory_mib, "created_at_us",
-                     (json_int_t)vm->created_at, "timings_ms", "clone",
+    const struct instance_record *rec = &vm->rec;
+    json_t *j = json_pack("{s:s?, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f}}",
+                     "id", rec->sandbox_id[0] ? rec->sandbox_id : NULL, "instance_id", rec->iid,
+                     "template", rec->template_name, "state", vm_state_to_string(rec->state),
+                     "vcpus", (int)rec->vcpus, "memory_mb", (int)rec->memory_mib, "created_at_us",
+                     (json_int_t)rec->created_at, "timings_ms", "clone",
                      vm->timing.clone / 1000.0, "network", vm->timing.network / 1000.0, "vmm",
                      vm->timing.vmm / 1000.0, "boot", vm->timing.boot / 1000.0, "total",
                      vm->timing.total / 1000.0);
@@ -54,6 +63,18 @@ static json_t *vm_to_json(const struct vm *vm)
         json_object_set_new(j, "pid", json_integer(runtime_pid(vm->rt)));
     }
     return j;
+}
+
+/* manager_run_job() failed: the pool is full (503, retry) or the node is stopping. */
+static void reply_no_worker(struct evhttp_request *req, int r)
+{
+    if (r == -EAGAIN || r == -ESHUTDOWN) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        http_util_reply_error(req, 503, r == -EAGAIN ? "node is busy (worker pool full), retry"
+                                                     : "node is shutting down");
+    } else {
+        http_util_reply_error(req, 500, "cannot start worker: %s", strerror(-r));
+    }
 }
 
 /* ---- GET /health, GET /v1/templates ---- */
@@ -125,6 +146,7 @@ static void build_work(void *p)
 static void build_done(void *p)
 {
     struct build_job *j = p;
+    struct manager *m = j->m;
     char tdir[PATH_MAX], file[PATH_MAX + 32], *text = NULL;
     json_error_t err;
     json_t *t = NULL;
@@ -147,6 +169,7 @@ static void build_done(void *p)
     free(text);
     free(j->output);
     free(j);
+    manager_job_finished(m);
 }
 
 static void handle_template_build(struct manager *m, struct evhttp_request *req, const char *name)
@@ -174,9 +197,10 @@ static void handle_template_build(struct manager *m, struct evhttp_request *req,
     }
     *j = (struct build_job){ .m = m, .req = req };
     snprintf(j->name, sizeof(j->name), "%s", name);
-    if (manager_run_job(m, build_work, build_done, j) < 0) {
+    int r = manager_run_job(m, build_work, build_done, j);
+    if (r < 0) {
         free(j);
-        http_util_reply_error(req, 500, "cannot start worker");
+        reply_no_worker(req, r);
     }
 }
 
@@ -185,34 +209,44 @@ static void handle_template_build(struct manager *m, struct evhttp_request *req,
 struct create_job {
     struct manager *m;
     struct evhttp_request *req;
-    struct vm *vm;
-    int r;
-    char *error;
+    struct vm *vm;               /* read-only for the worker */
+    int r;                       /* results: the loop applies them in create_done() */
+    struct vm_create_result res;
 };
 
 static void create_work(void *p)
 {
     struct create_job *j = p;
-    j->r = vm_create(&j->m->host, j->vm, &j->error);
+    j->r = vm_create(&j->m->host, j->vm, &j->res);
 }
 
 static void create_done(void *p)
 {
     struct create_job *j = p;
+    struct manager *m = j->m;
+    struct vm *vm = j->vm;
 
     if (j->r < 0) {
-        log_sandbox_error_errno(j->vm->id, j->r, "create failed: %s", j->error ? j->error : "");
-        manager_remove(j->m, j->vm);
+        log_sandbox_error_errno(vm_sandbox_id(vm), j->r, "create of instance %s failed: %s",
+                                vm->rec.iid, j->res.error ? j->res.error : "");
+        vm_set_state(vm, VM_STOPPED);
+        manager_remove(m, vm);
         http_util_reply_error(j->req, j->r == -ETIMEDOUT ? 504 : 500, "cannot create sandbox: %s",
-                    j->error ? j->error : strerror(-j->r));
-        vm_free(j->vm);
+                    j->res.error ? j->res.error : strerror(-j->r));
+        vm_free(vm);
     } else {
-        log_sandbox_info(j->vm->id, "created from template '%s' in %.1f ms", j->vm->template_name,
-                         j->vm->timing.total / 1000.0);
-        http_util_reply_json(j->req, 201, vm_to_json(j->vm));
+        vm->rt = j->res.rt;
+        vm->timing = j->res.timing;
+        vm->rec.pid = j->res.pid;
+        vm->rec.pid_start_time = j->res.pid_start_time;
+        vm_set_state(vm, VM_RUNNING);
+        log_sandbox_info(vm_sandbox_id(vm), "created instance %s from template '%s' in %.1f ms",
+                         vm->rec.iid, vm->rec.template_name, vm->timing.total / 1000.0);
+        http_util_reply_json(j->req, 201, vm_to_json(vm));
     }
-    free(j->error);
+    free(j->res.error);
     free(j);
+    manager_job_finished(m);
 }
 
 /* Reads an optional positive integer field; replies 400 and returns -EINVAL when it is invalid. */
@@ -236,6 +270,7 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     const char *template_name = "base";
     unsigned vcpus = m->default_vcpus, memory = m->default_memory_mib;
     const char *id = NULL;
+    char fresh_id[SANDBOX_ID_LEN + 1];
     struct vm *existing;
     char tdir[PATH_MAX];
     struct create_job *j = NULL;
@@ -276,11 +311,11 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         goto out;
     }
     if (id && (existing = manager_find(m, id))) {
-        if (existing->state == VM_RUNNING) {
+        if (vm_state(existing) == VM_RUNNING) {
             http_util_reply_json(req, 200, vm_to_json(existing));
         } else {
             http_util_reply_error(req, 409, "sandbox '%s' is %s", id,
-                                  vm_state_to_string(existing->state));
+                                  vm_state_to_string(vm_state(existing)));
         }
         goto out;
     }
@@ -293,13 +328,24 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         http_util_reply_error(req, 503, "this node is at capacity (%u sandboxes)", m->max_sandboxes);
         goto out;
     }
-    r = vm_new(id, template_name, vcpus, memory, &vm);
+    if (!id) {
+        r = sandbox_id_new(fresh_id);
+        if (r < 0) {
+            http_util_reply_error(req, 500, "cannot make a sandbox id: %s", strerror(-r));
+            goto out;
+        }
+        id = fresh_id;
+    }
+    r = vm_new(template_name, vcpus, memory, &vm);
+    if (r >= 0) {
+        r = manager_bind(m, vm, id); /* persisted by the create job's first record */
+    }
     if (r >= 0 && init) {
         const char *tok = json_string_value(json_object_get(init, "accessToken"));
-        if (tok && strlen(tok) >= sizeof(vm->access_token)) {
+        if (tok && strlen(tok) >= sizeof(vm->rec.access_token)) {
             r = -EINVAL;
         } else if (tok) {
-            memcpy(vm->access_token, tok, strlen(tok) + 1);
+            memcpy(vm->rec.access_token, tok, strlen(tok) + 1);
         }
         vm->init_json = r >= 0 ? json_dumps(init, JSON_COMPACT) : NULL;
         r = r < 0 ? r : vm->init_json ? 0 : -ENOMEM;
@@ -317,7 +363,7 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     *j = (struct create_job){ .m = m, .req = req, .vm = vm };
     r = manager_run_job(m, create_work, create_done, j);
     if (r < 0) {
-        http_util_reply_error(req, 500, "cannot start worker: %s", strerror(-r));
+        reply_no_worker(req, r);
         goto fail;
     }
     goto out;
@@ -349,30 +395,35 @@ static void kill_work(void *p)
 static void kill_done(void *p)
 {
     struct kill_job *j = p;
+    struct manager *m = j->m;
+    struct vm *vm = j->vm;
 
-    manager_remove(j->m, j->vm);
-    log_sandbox_info(j->vm->id, "killed");
+    vm_set_state(vm, VM_STOPPED);
+    manager_remove(m, vm);
+    log_sandbox_info(vm_sandbox_id(vm), "killed (instance %s)", vm->rec.iid);
     if (j->r < 0) {
         http_util_reply_error(j->req, 500, "sandbox stopped but cleanup failed: %s", strerror(-j->r));
     } else {
         evhttp_send_reply(j->req, 204, NULL, NULL);
     }
-    if (j->vm->busy == 0) {
-        vm_free(j->vm);
+    if (vm->busy == 0) {
+        vm_free(vm);
     }
     free(j);
+    manager_job_finished(m);
 }
 
 static void handle_kill(struct manager *m, struct evhttp_request *req, struct vm *vm)
 {
     struct kill_job *j;
+    int r;
 
-    if (vm->state == VM_CREATING) {
-        http_util_reply_error(req, 409, "sandbox '%s' is still being created", vm->id);
+    if (vm_state(vm) == VM_CREATING) {
+        http_util_reply_error(req, 409, "sandbox '%s' is still being created", vm_sandbox_id(vm));
         return;
     }
-    if (vm->state != VM_RUNNING) {
-        http_util_reply_error(req, 404, "sandbox '%s' not found", vm->id);
+    if (!vm_state_can_transition(vm_state(vm), VM_STOPPING)) {
+        http_util_reply_error(req, 404, "sandbox '%s' not found", vm_sandbox_id(vm));
         return;
     }
     j = calloc(1, sizeof(*j));
@@ -381,12 +432,13 @@ static void handle_kill(struct manager *m, struct evhttp_request *req, struct vm
         return;
     }
     *j = (struct kill_job){ .m = m, .req = req, .vm = vm };
-    vm->state = VM_KILLING;
-    if (manager_run_job(m, kill_work, kill_done, j) < 0) {
-        vm->state = VM_RUNNING;
+    r = manager_run_job(m, kill_work, kill_done, j);
+    if (r < 0) {
         free(j);
-        http_util_reply_error(req, 500, "cannot start worker");
+        reply_no_worker(req, r);
+        return;
     }
+    vm_set_state(vm, VM_STOPPING);
 }
 
 /* ---- POST /v1/sandboxes/{id}/exec ---- */
@@ -424,11 +476,12 @@ static json_t *json_b64(const char *data, size_t len)
 static void exec_done(void *p)
 {
     struct exec_job *j = p;
+    struct manager *m = j->m;
     struct vm *vm = j->vm;
 
     vm->busy--;
-    if (j->r == -ENOENT || vm->state != VM_RUNNING) {
-        http_util_reply_error(j->req, 404, "sandbox '%s' not found", vm->id);
+    if (j->r == -ENOENT || vm_state(vm) != VM_RUNNING) {
+        http_util_reply_error(j->req, 404, "sandbox '%s' not found", vm_sandbox_id(vm));
     } else if (j->r == -EINVAL) {
         http_util_reply_error(j->req, 400, "%s", j->result.error ? j->result.error : "invalid command");
     } else if (j->r == -ETIMEDOUT) {
@@ -449,7 +502,7 @@ static void exec_done(void *p)
         }
         http_util_reply_json(j->req, res ? 200 : 500, res);
     }
-    if (vm->state == VM_KILLED && vm->busy == 0) {
+    if (vm_state(vm) == VM_STOPPED && vm->busy == 0) {
         vm_free(vm); /* killed while we ran: the kill left the free to us */
     }
     vm_exec_result_release(&j->result);
@@ -457,6 +510,7 @@ static void exec_done(void *p)
     free(j->args);
     free(j->env);
     free(j);
+    manager_job_finished(m);
 }
 
 /* Collects a JSON array of strings into a NULL-terminated vector borrowing from the JSON. */
@@ -491,9 +545,10 @@ static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm
     json_t *value;
     size_t i = 0;
 
-    if (vm->state != VM_RUNNING) {
-        http_util_reply_error(req, vm->state == VM_CREATING ? 409 : 404, "sandbox '%s' is %s", vm->id,
-                    vm->state == VM_CREATING ? "still being created" : "not running");
+    if (vm_state(vm) != VM_RUNNING) {
+        http_util_reply_error(req, vm_state(vm) == VM_CREATING ? 409 : 404, "sandbox '%s' is %s",
+                              vm_sandbox_id(vm),
+                              vm_state(vm) == VM_CREATING ? "still being created" : "not running");
         return;
     }
     body = http_util_body_json(req);
@@ -556,14 +611,24 @@ static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm
         http_util_reply_error(req, 400, "'timeout_ms' must be a non-negative integer");
         goto fail;
     }
+    /* No exec without a deadline: absent or 0 gets the node's maximum, more is refused. */
+    uint64_t max_ms = m->host.max_exec_timeout / USEC_PER_MSEC;
     j->request.timeout_ms = timeout ? (uint64_t)json_integer_value(timeout) : 0;
-
-    vm->busy++;
-    if (manager_run_job(m, exec_work, exec_done, j) < 0) {
-        vm->busy--;
-        http_util_reply_error(req, 500, "cannot start worker");
+    if (j->request.timeout_ms > max_ms) {
+        http_util_reply_error(req, 400, "'timeout_ms' must be at most %llu (--max-exec-timeout)",
+                              (unsigned long long)max_ms);
         goto fail;
     }
+    if (j->request.timeout_ms == 0) {
+        j->request.timeout_ms = max_ms;
+    }
+
+    int r = manager_run_job(m, exec_work, exec_done, j);
+    if (r < 0) {
+        reply_no_worker(req, r);
+        goto fail;
+    }
+    vm->busy++;
     return;
 fail:
     json_decref(j->body);
@@ -607,13 +672,23 @@ static void dispatch(struct evhttp_request *req, void *userdata)
             return;
         }
     }
+    if (strcmp(path, "/v1/instances") == 0 && method == EVHTTP_REQ_GET) {
+        json_t *list = json_array();
+        for (size_t i = 0; i < m->n_vms; i++) {
+            json_array_append_new(list, vm_to_json(m->vms[i]));
+        }
+        http_util_reply_json(req, 200, json_pack("{s:o}", "instances", list));
+        return;
+    }
     if (strcmp(path, "/v1/sandboxes") == 0) {
         if (method == EVHTTP_REQ_POST) {
             handle_create(m, req);
         } else if (method == EVHTTP_REQ_GET) {
             json_t *list = json_array();
             for (size_t i = 0; i < m->n_vms; i++) {
-                json_array_append_new(list, vm_to_json(m->vms[i]));
+                if (instance_is_bound(&m->vms[i]->rec)) {
+                    json_array_append_new(list, vm_to_json(m->vms[i]));
+                }
             }
             http_util_reply_json(req, 200, json_pack("{s:o}", "sandboxes", list));
         } else {

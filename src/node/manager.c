@@ -1,13 +1,14 @@
 /*
- * The manager: sandbox table, worker jobs, periodic health check.
+ * The manager: instance table, worker jobs, periodic health check, stop.
  *
  * Threading (style.md R14): the event loop thread is the only one that reads
- * or writes the table and vm states. Blocking work (disk clones, spawning
- * ip/qemu, waiting for a guest, streaming an exec) runs on a detached worker
- * thread per job that sees only its job struct; the worker hands the job
- * back with event_base_once(), which is thread-safe after
- * evthread_use_pthreads(). A vm handed to a worker is protected by its state
- * (CREATING / KILLING belong to the worker) or by vm->busy (exec).
+ * or writes the table and vm states (vm_set_state() asserts it). Blocking
+ * work (disk clones, spawning ip/qemu, waiting for a guest, streaming an
+ * exec) runs on the capped worker pool (worker-pool.h); a job reads the vm
+ * it was given but writes only its own job struct, and the loop applies the
+ * result in the job's done callback. A vm handed to a worker is protected
+ * by its state (transitional states belong to the worker, vm-state.h) or by
+ * vm->busy (exec).
  */
 #include "node/manager.h"
 
@@ -17,21 +18,57 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "shared/event-util.h"
+#include "node/netslot.h"
 
 int manager_run_job(struct manager *m, manager_job_fn work, manager_job_fn done, void *job)
 {
-    return event_util_run_job(m->base, &m->jobs_running, work, done, job);
+    if (m->stopping) {
+        return -ESHUTDOWN;
+    }
+    return worker_pool_submit(m->pool, work, done, job);
 }
 
-struct vm *manager_find(struct manager *m, const char *id)
+unsigned manager_jobs_pending(const struct manager *m)
 {
+    return worker_pool_pending(m->pool);
+}
+
+struct vm *manager_find(struct manager *m, const char *sandbox_id)
+{
+    if (!sandbox_id || !*sandbox_id) {
+        return NULL;
+    }
     for (size_t i = 0; i < m->n_vms; i++) {
-        if (strcmp(m->vms[i]->id, id) == 0) {
+        if (strcmp(vm_sandbox_id(m->vms[i]), sandbox_id) == 0) {
             return m->vms[i];
         }
     }
     return NULL;
+}
+
+struct vm *manager_find_instance(struct manager *m, const char *iid)
+{
+    for (size_t i = 0; i < m->n_vms; i++) {
+        if (strcmp(m->vms[i]->rec.iid, iid) == 0) {
+            return m->vms[i];
+        }
+    }
+    return NULL;
+}
+
+int manager_sandbox_netns_path(struct manager *m, const char *sandbox_id, char *buf, size_t n)
+{
+    struct vm *vm = manager_find(m, sandbox_id);
+    return vm ? netslot_netns_path(vm->rec.iid, buf, n) : -ENOENT;
+}
+
+int manager_bind(struct manager *m, struct vm *vm, const char *sandbox_id)
+{
+    struct vm *other = manager_find(m, sandbox_id);
+    if (other && other != vm) {
+        return -EEXIST;
+    }
+    return instance_bind(&vm->rec, sandbox_id);
 }
 
 int manager_add(struct manager *m, struct vm *vm)
@@ -63,41 +100,47 @@ void manager_remove(struct manager *m, struct vm *vm)
 struct reap_job {
     struct manager *m;
     struct vm *vm;
+    int r;
 };
 
 static void reap_work(void *p)
 {
     struct reap_job *j = p;
-    (void)vm_destroy(&j->m->host, j->vm);
+    j->r = vm_destroy(&j->m->host, j->vm);
 }
 
 static void reap_done(void *p)
 {
     struct reap_job *j = p;
-    manager_remove(j->m, j->vm);
+    struct manager *m = j->m;
+    vm_set_state(j->vm, VM_STOPPED);
+    manager_remove(m, j->vm);
     if (j->vm->busy == 0) {
         vm_free(j->vm);
     }
     free(j);
+    manager_job_finished(m);
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *userdata)
 {
     struct manager *m = userdata;
 
-    for (size_t i = 0; i < m->n_vms; i++) {
+    for (size_t i = 0; i < m->n_vms && !m->stopping; i++) {
         struct vm *vm = m->vms[i];
-        if (vm->state == VM_RUNNING && vm->rt && !runtime_alive(vm->rt)) {
+        if (vm_state(vm) == VM_RUNNING && vm->rt && !runtime_alive(vm->rt)) {
             struct reap_job *j = malloc(sizeof(*j));
-            log_sandbox_warning(vm->id, "vmm exited unexpectedly, removing sandbox");
-            vm->state = VM_KILLING;
             if (!j) {
                 continue;
             }
             *j = (struct reap_job){ .m = m, .vm = vm };
             if (manager_run_job(m, reap_work, reap_done, j) < 0) {
-                free(j);
+                free(j); /* pool full: the next tick tries again */
+                continue;
             }
+            log_sandbox_warning(vm_sandbox_id(vm), "vmm of instance %s exited unexpectedly, "
+                                "removing it", vm->rec.iid);
+            vm_set_state(vm, VM_STOPPING);
         }
     }
 }
@@ -105,38 +148,58 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
 static void signal_cb(evutil_socket_t sig, short what, void *userdata)
 {
     struct manager *m = userdata;
-    log_info("received signal %d, stopping", (int)sig);
+    log_info("received signal %d, stopping (sandboxes keep running)", (int)sig);
     manager_shutdown(m);
 }
 
+static void stop_timer_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct manager *m = userdata;
+    log_warning("%u job(s) still running after the stop timeout; leaving them to the next "
+                "start's reconcile", manager_jobs_pending(m));
+    event_base_loopbreak(m->base);
+}
+
+void manager_job_finished(struct manager *m)
+{
+    if (m->stopping && manager_jobs_pending(m) == 0) {
+        event_base_loopbreak(m->base);
+    }
+}
+
+/*
+ * Never re-enters the loop: it only arms a deadline and returns, and the
+ * loop breaks when the last job completes or the deadline passes. Nothing
+ * is destroyed. A create that is cut off leaves a "creating" record, which
+ * the next start destroys; an exec that is cut off loses its connection.
+ */
 void manager_shutdown(struct manager *m)
 {
+    struct timeval timeout = { MANAGER_STOP_TIMEOUT / USEC_PER_SEC, 0 };
+
     if (m->stopping) {
         return;
     }
     m->stopping = true;
-    /* Wait for in-flight workers: they may hold vms. Then tear everything down. */
-    while (m->jobs_running > 0) {
-        event_base_loop(m->base, EVLOOP_ONCE);
+    if (manager_jobs_pending(m) == 0) {
+        event_base_loopbreak(m->base);
+        return;
     }
-    for (size_t i = 0; i < m->n_vms; i++) {
-        (void)vm_destroy(&m->host, m->vms[i]);
-        vm_free(m->vms[i]);
-    }
-    m->n_vms = 0;
-    event_base_loopbreak(m->base);
+    evtimer_add(m->stop_timer, &timeout);
 }
 
 static void adopt_cb(struct vm *vm, void *userdata)
 {
     struct manager *m = userdata;
-    if (manager_add(m, vm) < 0) {
-        (void)vm_destroy(&m->host, vm);
-        vm_free(vm);
+    if (manager_find(m, vm_sandbox_id(vm)) || manager_add(m, vm) < 0) {
+        log_sandbox_error(vm_sandbox_id(vm), "cannot adopt instance %s, leaving it to the next "
+                          "start", vm->rec.iid);
+        vm_free(vm); /* frees the handle only: the VM keeps running */
     }
 }
 
-int manager_new(struct event_base *base, const struct vm_host *host, struct manager **ret)
+int manager_new(struct event_base *base, const struct vm_host *host,
+                const struct manager_limits *limits, struct manager **ret)
 {
     struct manager *m = calloc(1, sizeof(*m));
     struct timeval second = { 1, 0 };
@@ -145,16 +208,22 @@ int manager_new(struct event_base *base, const struct vm_host *host, struct mana
     if (!m) {
         return -ENOMEM;
     }
+    vm_state_set_owner_thread();
     m->base = base;
     m->host = *host;
     m->max_sandboxes = 64;
     m->default_vcpus = 1;
     m->default_memory_mib = 512;
+    r = worker_pool_new(base, limits->workers, limits->queue, &m->pool);
+    if (r < 0) {
+        goto fail;
+    }
     m->http = evhttp_new(base);
     m->sigterm = evsignal_new(base, SIGTERM, signal_cb, m);
     m->sigint = evsignal_new(base, SIGINT, signal_cb, m);
     m->tick = event_new(base, -1, EV_PERSIST, tick_cb, m);
-    if (!m->http || !m->sigterm || !m->sigint || !m->tick) {
+    m->stop_timer = evtimer_new(base, stop_timer_cb, m);
+    if (!m->http || !m->sigterm || !m->sigint || !m->tick || !m->stop_timer) {
         r = -ENOMEM;
         goto fail;
     }
@@ -163,7 +232,7 @@ int manager_new(struct event_base *base, const struct vm_host *host, struct mana
     event_add(m->tick, &second);
     r = vm_reconcile(&m->host, adopt_cb, m);
     if (r < 0) {
-        log_warning_errno(r, "cannot reconcile sandboxes: %m");
+        log_warning_errno(r, "cannot reconcile instances: %m");
     }
     r = http_api_register(m);
     if (r < 0) {
@@ -181,10 +250,12 @@ struct manager *manager_free(struct manager *m)
     if (!m) {
         return NULL;
     }
+    /* Handles only: the VMs keep running for the next start to re-attach. */
     for (size_t i = 0; i < m->n_vms; i++) {
         vm_free(m->vms[i]);
     }
     free(m->vms);
+    worker_pool_stop(m->pool);
     if (m->http) {
         evhttp_free(m->http);
     }
@@ -196,6 +267,9 @@ struct manager *manager_free(struct manager *m)
     }
     if (m->tick) {
         event_free(m->tick);
+    }
+    if (m->stop_timer) {
+        event_free(m->stop_timer);
     }
     free(m);
     return NULL;

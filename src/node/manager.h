@@ -1,47 +1,74 @@
 #pragma once
 /*
- * space-node's state: the sandboxes on this host, the HTTP front end, and
- * the worker jobs that do the blocking work. One event loop (libevent) owns
- * all of it; see manager.c for the threading rules.
+ * space-node's state: the instances on this host, the HTTP front end, and
+ * the worker pool that does the blocking work. One event loop (libevent)
+ * owns all of it; see manager.c for the threading rules.
  */
 #include <event2/event.h>
 #include <event2/http.h>
 
 #include "node/vm.h"
+#include "node/worker-pool.h"
 
 struct manager {
     struct event_base *base;
     struct evhttp *http;
-    struct event *sigterm, *sigint, *tick;
+    struct event *sigterm, *sigint, *tick, *stop_timer;
     struct vm_host host;
-    struct vm **vms;
+    struct worker_pool *pool;
+    struct vm **vms;           /* every instance, bound or not */
     size_t n_vms, cap_vms;
     unsigned max_sandboxes;
     unsigned default_vcpus, default_memory_mib;
-    unsigned jobs_running;
     const char *share_dir;   /* template recipes + tools/template-build.sh; NULL: no builds */
     const char *agent_path;  /* the space-agent binary templates get */
     const char *cache_dir;   /* template build cache */
     bool stopping;
 };
 
-int manager_new(struct event_base *base, const struct vm_host *host, struct manager **ret);
+struct manager_limits {
+    unsigned workers;     /* worker threads at most */
+    unsigned queue;       /* jobs waiting for a worker at most */
+};
+
+int manager_new(struct event_base *base, const struct vm_host *host,
+                const struct manager_limits *limits, struct manager **ret);
 struct manager *manager_free(struct manager *m);
 
-/* Loop thread only. */
-struct vm *manager_find(struct manager *m, const char *id);
+/* Loop thread only. The instance bound to sandbox_id, or NULL. */
+struct vm *manager_find(struct manager *m, const char *sandbox_id);
+/* Loop thread only. The instance with id iid, or NULL. */
+struct vm *manager_find_instance(struct manager *m, const char *iid);
+/* Loop thread only. The netns path of the instance bound to sandbox_id, or -ENOENT. */
+int manager_sandbox_netns_path(struct manager *m, const char *sandbox_id, char *buf, size_t n);
 int manager_add(struct manager *m, struct vm *vm);
 void manager_remove(struct manager *m, struct vm *vm);
+/*
+ * Binds sandbox_id to vm (instance_bind()), refusing an id another instance
+ * has (-EEXIST). Persisting the binding is the caller's: create writes it in
+ * its first record.
+ */
+int manager_bind(struct manager *m, struct vm *vm, const char *sandbox_id);
 
 /*
- * Runs work(job) on a new worker thread, then done(job) on the loop thread.
- * job must stay valid until done runs; done owns and frees it.
+ * Runs work(job) on a pool worker, then done(job) on the loop thread. job
+ * must stay valid until done runs; done owns and frees it. -EAGAIN: the
+ * pool and its queue are full (answer 503); -ESHUTDOWN: the node is stopping.
  */
 typedef void (*manager_job_fn)(void *job);
 int manager_run_job(struct manager *m, manager_job_fn work, manager_job_fn done, void *job);
+/* Jobs submitted whose done has not run. */
+unsigned manager_jobs_pending(const struct manager *m);
 
-/* Destroys every sandbox (blocking; at shutdown) and stops the loop. */
+/*
+ * Graceful stop: refuses new work and breaks the loop once the jobs in
+ * flight are done, or after MANAGER_STOP_TIMEOUT, whichever is first.
+ * Running sandboxes are left running: the next node start re-attaches them.
+ */
+#define MANAGER_STOP_TIMEOUT (3 * USEC_PER_SEC)
 void manager_shutdown(struct manager *m);
+/* Called by job completions while stopping: breaks the loop when nothing is left. */
+void manager_job_finished(struct manager *m);
 
 /* Installs the HTTP routes (http-api.c). */
 int http_api_register(struct manager *m);

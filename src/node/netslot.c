@@ -13,12 +13,12 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "shared/sandbox-id.h"
+#include "node/instance.h"
 #include "shared/spawn.h"
 
 int netslot_netns_path(const char *id, char *buf, size_t n)
 {
-    if (!sandbox_id_is_valid(id)) {
+    if (!instance_id_is_valid(id)) {
         return -EINVAL;
     }
     return snprintf(buf, n, "/run/netns/" NETSLOT_NETNS_PREFIX "%s", id) >= (int)n ? -ENAMETOOLONG
@@ -36,7 +36,7 @@ int netslot_create(const char *id)
     char name[64], *out = NULL;
     int r;
 
-    if (!sandbox_id_is_valid(id)) {
+    if (!instance_id_is_valid(id)) {
         return -EINVAL;
     }
     snprintf(name, sizeof(name), NETSLOT_NETNS_PREFIX "%s", id);
@@ -77,7 +77,7 @@ int netslot_destroy(const char *id)
     char name[64], *out = NULL;
     int r;
 
-    if (!sandbox_id_is_valid(id)) {
+    if (!instance_id_is_valid(id)) {
         return -EINVAL;
     }
     if (!netslot_exists(id)) {

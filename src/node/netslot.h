@@ -5,7 +5,7 @@
  * re-addressing; e2b network/slot.go does the same):
  *
  *   guest eth0  169.254.0.2/30  MAC 02:00:00:00:00:02   (kernel ip= parameter)
- *   tap0        169.254.0.1/30  MAC 02:00:00:00:00:01   (inside netns space-<id>)
+ *   tap0        169.254.0.1/30  MAC 02:00:00:00:00:01   (inside netns space-<iid>)
  *
  * Only the host side of that namespace can reach the guest (the agent on
  * :49983); the namespace has no route anywhere else, so the default is no
@@ -26,7 +26,8 @@
 
 #define NETSLOT_NETNS_PREFIX "space-"
 
-/* /run/netns/space-<id> into buf. */
+/* Every `id` below is an instance id (instance.h), not a sandbox id. */
+/* /run/netns/space-<iid> into buf. */
 int netslot_netns_path(const char *id, char *buf, size_t n);
 /* Creates the namespace and its tap. Idempotent: an existing namespace is reused. */
 int netslot_create(const char *id);

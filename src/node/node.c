@@ -1,9 +1,11 @@
 /*
  * space-node: the per-host daemon and the only root process. It supervises
  * the VMs (runtime.h), their disks (clone.h) and networks (netslot.h), and
- * serves the node HTTP API (http-api.c) on a Unix socket (and optionally on a
- * loopback TCP port). One libevent loop; blocking work on worker threads
- * (manager.c).
+ * serves the node HTTP API (http-api.c) on a root-only Unix socket (there is
+ * no TCP listener: the API has no authentication of its own; the cluster
+ * issue brings authenticated node links). One libevent loop; blocking work
+ * on a capped worker pool (manager.c). SIGTERM stops the node within 5 s and
+ * leaves the sandboxes running; the next start re-attaches them.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -20,6 +22,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "basic/fault.h"
 #include "basic/fd-util.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
@@ -32,12 +35,14 @@
 
 static const char *arg_data_dir = "/var/lib/space";
 static const char *arg_socket = "/run/space/node.sock";
-static const char *arg_listen = NULL;
 static const char *arg_tunnel_socket = NULL; /* default: tunnel.sock next to --socket */
 static const char *arg_runtime = "qemu";
 static enum runtime_accel arg_accel = RUNTIME_ACCEL_AUTO;
 static usec_t arg_ready_timeout = 60 * USEC_PER_SEC;
 static unsigned arg_max_sandboxes = 64;
+static usec_t arg_max_exec_timeout = 3600 * USEC_PER_SEC;
+static unsigned arg_max_workers = 32;
+static unsigned arg_max_queue = 256;
 static const char *arg_share_dir = NULL;
 static const char *arg_agent = NULL;
 static const char *arg_cache_dir = "/var/cache/space";
@@ -47,12 +52,15 @@ static void help(void)
     printf("usage: space-node [options]\n"
            "  --data-dir DIR        state, templates and sandbox disks (default %s)\n"
            "  --socket PATH         Unix socket of the node API (default %s)\n"
-           "  --listen IP:PORT      also serve the API on this TCP address\n"
            "  --tunnel-socket PATH  Unix socket for tunnels into sandboxes (default: tunnel.sock\n"
            "                        in the directory of --socket)\n"
            "  --accel auto|kvm|tcg  force the accelerator (default: probe)\n"
            "  --ready-timeout SEC   guest boot deadline (default 60)\n"
            "  --max-sandboxes N     capacity of this node (default 64)\n"
+           "  --max-exec-timeout SEC  deadline of an exec that sets none, and the most one may\n"
+           "                        ask for (default 3600)\n"
+           "  --max-workers N       worker threads for blocking work (default 32)\n"
+           "  --max-queue N         jobs waiting for a worker before 503 (default 256)\n"
            "  --share-dir DIR       template recipes and tools/ (enables template builds)\n"
            "  --agent PATH          the space-agent binary templates get\n"
            "  --cache-dir DIR       template build cache (default /var/cache/space)\n"
@@ -65,11 +73,13 @@ static int parse_args(int argc, char **argv)
     static const struct option opts[] = {
         { "data-dir", required_argument, NULL, 'd' },
         { "socket", required_argument, NULL, 's' },
-        { "listen", required_argument, NULL, 'l' },
         { "tunnel-socket", required_argument, NULL, 'T' },
         { "accel", required_argument, NULL, 'a' },
         { "ready-timeout", required_argument, NULL, 'r' },
         { "max-sandboxes", required_argument, NULL, 'm' },
+        { "max-exec-timeout", required_argument, NULL, 'E' },
+        { "max-workers", required_argument, NULL, 'W' },
+        { "max-queue", required_argument, NULL, 'Q' },
         { "share-dir", required_argument, NULL, 'S' },
         { "agent", required_argument, NULL, 'A' },
         { "cache-dir", required_argument, NULL, 'C' },
@@ -87,9 +97,6 @@ static int parse_args(int argc, char **argv)
             break;
         case 's':
             arg_socket = optarg;
-            break;
-        case 'l':
-            arg_listen = optarg;
             break;
         case 'T':
             arg_tunnel_socket = optarg;
@@ -110,6 +117,23 @@ static int parse_args(int argc, char **argv)
         case 'm':
             if (parse_u32(optarg, &arg_max_sandboxes) < 0) {
                 return log_error_errno(-EINVAL, "invalid --max-sandboxes '%s'", optarg);
+            }
+            break;
+        case 'E':
+            if (parse_u32(optarg, &v) < 0 || v == 0) {
+                return log_error_errno(-EINVAL, "invalid --max-exec-timeout '%s'", optarg);
+            }
+            arg_max_exec_timeout = v * USEC_PER_SEC;
+            break;
+        case 'W':
+            if (parse_u32(optarg, &arg_max_workers) < 0 || arg_max_workers == 0 ||
+                arg_max_workers > 1024) {
+                return log_error_errno(-EINVAL, "invalid --max-workers '%s' (1..1024)", optarg);
+            }
+            break;
+        case 'Q':
+            if (parse_u32(optarg, &arg_max_queue) < 0 || arg_max_queue > 65536) {
+                return log_error_errno(-EINVAL, "invalid --max-queue '%s' (0..65536)", optarg);
             }
             break;
         case 'S':
@@ -206,10 +230,14 @@ int main(int argc, char **argv)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    if (fault_points_armed()) {
+        log_warning("fault points armed (SPACE_FAULT=%s): a test build under test",
+                    getenv("SPACE_FAULT"));
+    }
     /* QEMU daemonizes; as subreaper we still reap it when it exits. */
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-    snprintf(path, sizeof(path), "%s/sandboxes", arg_data_dir);
+    snprintf(path, sizeof(path), "%s/instances", arg_data_dir);
     r = mkdir_p(path, 0700);
     if (r < 0) {
         log_error_errno(r, "cannot create '%s': %m", path);
@@ -224,7 +252,9 @@ int main(int argc, char **argv)
         .data_dir = arg_data_dir,
         .runtime = runtime_find(arg_runtime),
         .ready_timeout = arg_ready_timeout,
+        .max_exec_timeout = arg_max_exec_timeout,
     };
+    struct manager_limits limits = { .workers = arg_max_workers, .queue = arg_max_queue };
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);
     host.accel = detect_accel(path);
 
@@ -234,7 +264,7 @@ int main(int argc, char **argv)
         log_error("cannot create event loop");
         return 1;
     }
-    r = manager_new(base, &host, &m);
+    r = manager_new(base, &host, &limits, &m);
     if (r < 0) {
         log_error_errno(r, "cannot start: %m");
         goto out;
@@ -249,18 +279,6 @@ int main(int argc, char **argv)
     if (fd < 0 || !evhttp_accept_socket_with_handle(m->http, fd)) {
         r = log_error_errno(fd < 0 ? fd : -EIO, "cannot listen on '%s': %m", arg_socket);
         goto out;
-    }
-    if (arg_listen) {
-        char ip[64];
-        uint16_t port;
-        if (socket_parse_ip_port(arg_listen, ip, sizeof(ip), &port) < 0) {
-            r = log_error_errno(-EINVAL, "invalid --listen '%s'", arg_listen);
-            goto out;
-        }
-        if (!evhttp_bind_socket_with_handle(m->http, ip, port)) {
-            r = log_error_errno(-EADDRINUSE, "cannot listen on '%s'", arg_listen);
-            goto out;
-        }
     }
     if (arg_tunnel_socket) {
         snprintf(tunnel_path, sizeof(tunnel_path), "%s", arg_tunnel_socket);
@@ -280,6 +298,13 @@ int main(int argc, char **argv)
              runtime_accel_to_string(host.accel), m->n_vms);
     event_base_dispatch(base);
     r = 0;
+    if (manager_jobs_pending(m) > 0) {
+        /* Workers still hold vms and job structs: exit without freeing under them. Their
+         * instances are on disk; the next start re-attaches or destroys each. */
+        (void)unlink(arg_socket);
+        log_info("stopped with %u job(s) cut off", manager_jobs_pending(m));
+        _exit(0);
+    }
 out:
     (void)unlink(arg_socket);
     tunnel_free(tunnel);

@@ -9,8 +9,9 @@
  * or fails with QEMU's own error in qemu.log. We do not use -daemonize: its
  * intermediate process would become an unreaped zombie of ours. QEMU
  * survives a crash of space-node, and a restarted node re-attaches by the
- * pidfile we write (attach()). We hold a pidfd, never a bare pid, so a
- * recycled pid can never be signalled.
+ * pid and start time in the instance record (attach(); qemu.pid holds the
+ * same for a crash before the record had them). We hold a pidfd, never a
+ * bare pid, so a recycled pid can never be signalled.
  *
  * Per sandbox dir: qemu.pid, qmp.sock, console.log (serial), qemu.log (stderr).
  */
@@ -98,15 +99,41 @@ static int qemu_vm_new(const struct runtime_config *cfg, struct qemu_vm **ret)
     return 0;
 }
 
-/* Reads the pidfile and opens a pidfd, checking the process is the QEMU of this dir. */
-static int qemu_vm_open_pid(struct qemu_vm *vm)
+/*
+ * Opens a pidfd on pid and checks that the process is the one that started at
+ * start_time: a pid recycled since has a later start time. The check runs
+ * after pidfd_open(), so the pidfd names exactly the process checked.
+ */
+static int qemu_vm_open_pid(struct qemu_vm *vm, pid_t pid, uint64_t start_time)
 {
-    char path[PATH_MAX], *text = NULL, *cmdline = NULL;
-    uint32_t pid;
-    size_t len;
+    uint64_t now_start = 0;
     int r;
 
-    r = path_in(path, sizeof(path), vm->dir, "qemu.pid");
+    if (pid < 2 || start_time == 0) {
+        return -EINVAL;
+    }
+    vm->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (vm->pidfd < 0) {
+        return -errno;
+    }
+    r = runtime_process_start_time(pid, &now_start);
+    if (r < 0 || now_start != start_time) {
+        vm->pidfd = close_safe(vm->pidfd);
+        return -ESRCH;
+    }
+    vm->pid = pid;
+    return 0;
+}
+
+/* qemu.pid: "<pid> <start time>\n", written right after the spawn (boot()). */
+static int qemu_read_pidfile(const char *dir, pid_t *ret_pid, uint64_t *ret_start)
+{
+    char path[PATH_MAX], *text = NULL;
+    unsigned long long start = 0;
+    int pid = 0;
+    int r;
+
+    r = path_in(path, sizeof(path), dir, "qemu.pid");
     if (r < 0) {
         return r;
     }
@@ -114,35 +141,13 @@ static int qemu_vm_open_pid(struct qemu_vm *vm)
     if (r < 0) {
         return r;
     }
-    text[strcspn(text, "\n")] = '\0';
-    r = parse_u32(text, &pid);
+    r = sscanf(text, "%d %llu", &pid, &start) == 2 && pid > 1 && start > 0 ? 0 : -EINVAL;
     free(text);
-    if (r < 0 || pid < 2 || pid > INT_MAX) {
-        return -EINVAL;
+    if (r == 0) {
+        *ret_pid = pid;
+        *ret_start = start;
     }
-    vm->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-    if (vm->pidfd < 0) {
-        return -errno;
-    }
-    /* The pid could have been recycled: the command line must name our dir. */
-    snprintf(path, sizeof(path), "/proc/%u/cmdline", pid);
-    r = read_file(path, 1 << 16, &cmdline, &len);
-    if (r < 0) {
-        return r;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (cmdline[i] == '\0') {
-            cmdline[i] = ' ';
-        }
-    }
-    r = strstr(cmdline, vm->dir) ? 0 : -ESRCH;
-    free(cmdline);
-    if (r < 0) {
-        vm->pidfd = close_safe(vm->pidfd);
-        return r;
-    }
-    vm->pid = (pid_t)pid;
-    return 0;
+    return r;
 }
 
 static int qemu_stop(struct runtime_vm *base);
@@ -170,7 +175,7 @@ static int qemu_wait_qmp(struct qemu_vm *vm, const char *path)
 
 static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
 {
-    char machine[256], memory[32], smp[16], append[2048], console[PATH_MAX + 64], pidtext[32],
+    char machine[256], memory[32], smp[16], append[2048], console[PATH_MAX + 64], pidtext[48],
         qmp_path[PATH_MAX],
         pidfile[PATH_MAX], qmp[PATH_MAX + 64], drive[PATH_MAX + 64], netdev[128], netdevice[128],
         logpath[PATH_MAX];
@@ -257,8 +262,12 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
         (void)waitpid(pid, NULL, 0);
         goto fail;
     }
-    snprintf(pidtext, sizeof(pidtext), "%d\n", (int)pid);
-    r = write_file_atomic(pidfile, pidtext, strlen(pidtext));
+    uint64_t start_time = 0;
+    r = runtime_process_start_time(pid, &start_time);
+    if (r >= 0) {
+        snprintf(pidtext, sizeof(pidtext), "%d %llu\n", (int)pid, (unsigned long long)start_time);
+        r = write_file_atomic(pidfile, pidtext, strlen(pidtext));
+    }
     if (r >= 0) {
         r = qemu_wait_qmp(vm, qmp_path);
     }
@@ -284,7 +293,13 @@ static int qemu_attach(const struct runtime_config *cfg, struct runtime_vm **ret
     if (r < 0) {
         return r;
     }
-    r = qemu_vm_open_pid(vm);
+    pid_t pid = cfg->pid;
+    uint64_t start_time = cfg->pid_start_time;
+    /* The instance record is authoritative; the pidfile covers a crash before it was written. */
+    r = pid > 0 ? 0 : qemu_read_pidfile(cfg->dir, &pid, &start_time);
+    if (r >= 0) {
+        r = qemu_vm_open_pid(vm, pid, start_time);
+    }
     if (r < 0) {
         free(vm);
         return r;

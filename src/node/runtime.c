@@ -6,8 +6,11 @@
 #include "node/runtime.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "basic/fileio.h"
 #include "basic/macro.h"
 
 static const struct runtime_ops *const runtimes[] = { &runtime_qemu_ops };
@@ -96,4 +99,31 @@ struct runtime_vm *runtime_vm_free(struct runtime_vm *vm)
         vm->ops->free(vm);
     }
     return NULL;
+}
+
+int runtime_process_start_time(pid_t pid, uint64_t *ret)
+{
+    char path[64], *text = NULL;
+    unsigned long long start = 0;
+    int r;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    r = read_file(path, 4096, &text, NULL);
+    if (r < 0) {
+        return r;
+    }
+    /* comm (field 2) may contain spaces and parens: count fields after the last ')'. */
+    char *p = strrchr(text, ')');
+    int field = 2;
+    for (; p && *p && field < 22; p++) {
+        if (*p == ' ') {
+            field++;
+        }
+    }
+    r = p && field == 22 && sscanf(p, "%llu", &start) == 1 && start > 0 ? 0 : -EPROTO;
+    free(text);
+    if (r == 0) {
+        *ret = start;
+    }
+    return r;
 }

@@ -42,13 +42,18 @@ struct runtime_config {
     unsigned vcpus;
     unsigned memory_mib;
     enum runtime_accel accel; /* resolved: KVM or TCG, never AUTO */
+    /* attach() only: the VMM the instance record names (0: fall back to the runtime's
+     * own pidfile, for a crash before the record had it). */
+    pid_t pid;
+    uint64_t pid_start_time;
 };
 
 struct runtime_ops {
     const char *name;
     /* Starts the VM; returns once the VMM is up (not the guest). */
     int (*boot)(const struct runtime_config *cfg, struct runtime_vm **ret);
-    /* Re-attaches to a VM a previous node process started (after a crash). */
+    /* Re-attaches to a VM a previous node process started (after a crash): the process
+     * must be cfg->pid with start time cfg->pid_start_time, never a recycled pid. */
     int (*attach)(const struct runtime_config *cfg, struct runtime_vm **ret);
     int (*pause)(struct runtime_vm *vm);
     int (*resume)(struct runtime_vm *vm);
@@ -80,6 +85,9 @@ int runtime_stop(struct runtime_vm *vm);
 int runtime_connect(struct runtime_vm *vm, uint16_t port, usec_t timeout, int *ret_fd);
 bool runtime_alive(struct runtime_vm *vm);
 pid_t runtime_pid(struct runtime_vm *vm);
+/* Start time of pid from /proc/<pid>/stat (field 22, clock ticks since boot), or -errno.
+ * With the pid it identifies a process for good: a recycled pid has a later start time. */
+int runtime_process_start_time(pid_t pid, uint64_t *ret);
 /* NULL-safe; returns NULL. Does not stop the VM. */
 struct runtime_vm *runtime_vm_free(struct runtime_vm *vm);
 

@@ -399,7 +399,7 @@ static int guest_socket(struct tunnel *t, const char *id, int *ret_fd)
     int ns = -EBADF, fd = -EBADF;
     int r;
 
-    r = netslot_netns_path(id, path, sizeof(path));
+    r = manager_sandbox_netns_path(t->m, id, path, sizeof(path));
     if (r < 0) {
         return r;
     }
@@ -530,7 +530,7 @@ static void request_read_cb(struct bufferevent *bev, void *userdata)
         return;
     }
     struct vm *vm = manager_find(m, c->id);
-    if (!vm || vm->state != VM_RUNNING) {
+    if (!vm || vm_state(vm) != VM_RUNNING) {
         conn_fail(c, 404, vm ? "sandbox not running" : "sandbox not found");
         return;
     }
@@ -608,7 +608,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *userdata)
             continue;
         }
         struct vm *vm = manager_find(t->m, c->id);
-        if (vm && vm->state == VM_RUNNING) {
+        if (vm && vm_state(vm) == VM_RUNNING) {
             continue;
         }
         if (c->state == CONN_CONNECTING) {

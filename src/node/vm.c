@@ -1,17 +1,18 @@
 /*
- * Sandbox create / destroy / exec on this host; see vm.h for the state
- * machine and the crash-recovery argument. Layout of a sandbox directory:
+ * Instance create / destroy / exec on this host; see vm.h for the threading
+ * rules and the crash-recovery argument. Layout of an instance directory:
  *
- *   <data>/sandboxes/<id>/sandbox.json   durable record (written first)
- *                         rootfs.ext4    copy-on-write clone of the template
- *                         console.log    serial console
- *                         qemu.*         runtime files (runtime-qemu.c)
+ *   <data>/instances/<iid>/instance.json  durable record (written first, instance.h)
+ *                          rootfs.ext4    copy-on-write clone of the template
+ *                          console.log    serial console
+ *                          qemu.*         runtime files (runtime-qemu.c)
  *
  * The directory is created before any other resource and removed after all
  * of them, so a resource without a directory cannot exist.
  */
 #include "node/vm.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,9 +20,11 @@
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "basic/base64.h"
+#include "basic/fault.h"
 #include "basic/fd-util.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
@@ -32,55 +35,36 @@
 #include "shared/connect.h"
 #include "shared/http-client.h"
 
-static const char *const state_names[_VM_STATE_MAX] = {
-    [VM_CREATING] = "creating",
-    [VM_RUNNING] = "running",
-    [VM_KILLING] = "killing",
-    [VM_KILLED] = "killed",
-};
-
-const char *vm_state_to_string(enum vm_state s)
+void vm_set_state(struct vm *vm, enum vm_state to)
 {
-    return s >= 0 && s < _VM_STATE_MAX ? state_names[s] : "invalid";
+    /* Workers never write VM state: they return results the loop applies (vm-state.h). */
+    assert(vm_state_on_owner_thread());
+    assert(vm_state_can_transition(vm->rec.state, to));
+    vm->rec.state = to;
 }
 
-enum vm_state vm_state_from_string(const char *s)
-{
-    for (int i = 0; i < _VM_STATE_MAX; i++) {
-        if (strcmp(s, state_names[i]) == 0) {
-            return (enum vm_state)i;
-        }
-    }
-    return _VM_STATE_INVALID;
-}
-
-int vm_new(const char *id, const char *template_name, unsigned vcpus, unsigned memory_mib,
-           struct vm **ret)
+int vm_new(const char *template_name, unsigned vcpus, unsigned memory_mib, struct vm **ret)
 {
     struct vm *vm;
     int r;
 
-    if (!template_name_is_valid(template_name) || (id && !sandbox_id_is_valid(id))) {
+    if (!template_name_is_valid(template_name)) {
         return -EINVAL;
     }
     vm = calloc(1, sizeof(*vm));
     if (!vm) {
         return -ENOMEM;
     }
-    if (id) {
-        memcpy(vm->id, id, SANDBOX_ID_LEN + 1);
-    } else {
-        r = sandbox_id_new(vm->id);
-        if (r < 0) {
-            free(vm);
-            return r;
-        }
+    r = instance_id_new(vm->rec.iid);
+    if (r < 0) {
+        free(vm);
+        return r;
     }
-    snprintf(vm->template_name, sizeof(vm->template_name), "%s", template_name);
-    vm->vcpus = vcpus;
-    vm->memory_mib = memory_mib;
-    vm->created_at = now_realtime();
-    vm->state = VM_CREATING;
+    snprintf(vm->rec.template_name, sizeof(vm->rec.template_name), "%s", template_name);
+    vm->rec.vcpus = vcpus;
+    vm->rec.memory_mib = memory_mib;
+    vm->rec.created_at = now_realtime();
+    vm->rec.state = VM_CREATING;
     *ret = vm;
     return 0;
 }
@@ -95,12 +79,13 @@ struct vm *vm_free(struct vm *vm)
     return NULL;
 }
 
-static int vm_dir(const struct vm_host *host, const char *id, char *buf, size_t n)
+int vm_instance_dir(const struct vm_host *host, const char *iid, char *buf, size_t n)
 {
-    if (!sandbox_id_is_valid(id)) {
+    if (!instance_id_is_valid(iid)) {
         return -EINVAL;
     }
-    return snprintf(buf, n, "%s/sandboxes/%s", host->data_dir, id) >= (int)n ? -ENAMETOOLONG : 0;
+    return snprintf(buf, n, "%s/instances/%s", host->data_dir, iid) >= (int)n ? -ENAMETOOLONG
+                                                                                : 0;
 }
 
 int vm_template_dir(const struct vm_host *host, const char *name, char *buf, size_t n)
@@ -117,24 +102,22 @@ int vm_template_dir(const struct vm_host *host, const char *name, char *buf, siz
     return access(path, R_OK) < 0 ? -ENOENT : 0;
 }
 
-int vm_save(const struct vm_host *host, const struct vm *vm)
+int vm_save_record(const struct vm_host *host, const struct instance_record *rec)
 {
-    char dir[PATH_MAX], path[PATH_MAX + 16];
-    json_t *j;
+    char dir[PATH_MAX], path[PATH_MAX + 16], netns[PATH_MAX];
     char *text;
     int r;
 
-    r = vm_dir(host, vm->id, dir, sizeof(dir));
+    r = vm_instance_dir(host, rec->iid, dir, sizeof(dir));
     if (r < 0) {
         return r;
     }
-    snprintf(path, sizeof(path), "%s/sandbox.json", dir);
-    j = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s, s:s}", "id", vm->id, "template",
-                  vm->template_name, "vcpus", (int)vm->vcpus, "memory_mib", (int)vm->memory_mib,
-                  "created_at", (json_int_t)vm->created_at, "state", vm_state_to_string(vm->state),
-                  "access_token", vm->access_token);
-    text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
+    r = netslot_netns_path(rec->iid, netns, sizeof(netns));
+    if (r < 0) {
+        return r;
+    }
+    snprintf(path, sizeof(path), "%s/instance.json", dir);
+    text = instance_record_to_json(rec, dir, netns);
     if (!text) {
         return -ENOMEM;
     }
@@ -152,23 +135,28 @@ struct vm_paths {
     char netns[PATH_MAX];
 };
 
-static int vm_runtime_config(const struct vm_host *host, const struct vm *vm, struct vm_paths *p,
-                             struct runtime_config *cfg)
+static int vm_runtime_config(const struct vm_host *host, const struct instance_record *rec,
+                             bool need_template, struct vm_paths *p, struct runtime_config *cfg)
 {
     char tdir[PATH_MAX];
     int r;
 
-    r = vm_dir(host, vm->id, p->dir, sizeof(p->dir));
+    r = vm_instance_dir(host, rec->iid, p->dir, sizeof(p->dir));
     if (r < 0) {
         return r;
     }
-    r = netslot_netns_path(vm->id, p->netns, sizeof(p->netns));
+    r = netslot_netns_path(rec->iid, p->netns, sizeof(p->netns));
     if (r < 0) {
         return r;
     }
-    r = vm_template_dir(host, vm->template_name, tdir, sizeof(tdir));
-    if (r < 0) {
+    /* Re-attach and destroy need no template: one removed since (or a record that never
+     * got written) must not keep a running VMM from being found. */
+    r = vm_template_dir(host, rec->template_name, tdir, sizeof(tdir));
+    if (r < 0 && need_template) {
         return r;
+    }
+    if (r < 0) {
+        snprintf(tdir, sizeof(tdir), "/nonexistent");
     }
     snprintf(p->kernel, sizeof(p->kernel), "%s/vmlinux", tdir);
     snprintf(p->rootfs, sizeof(p->rootfs), "%s/rootfs.ext4", p->dir);
@@ -176,11 +164,12 @@ static int vm_runtime_config(const struct vm_host *host, const struct vm *vm, st
     snprintf(p->initrd, sizeof(p->initrd), "%s/initrd.cpio", tdir);
     bool has_initrd = access(p->initrd, R_OK) == 0;
     *cfg = (struct runtime_config){
-        .id = vm->id, .dir = p->dir, .kernel = p->kernel, .rootfs = p->rootfs,
+        .id = rec->iid, .dir = p->dir, .kernel = p->kernel, .rootfs = p->rootfs,
         .initrd = has_initrd ? p->initrd : NULL,
         .netns_path = p->netns, .tap = NETSLOT_TAP, .mac = NETSLOT_GUEST_MAC,
         .guest_ip = NETSLOT_GUEST_IP, .kernel_args = NETSLOT_KERNEL_IP_ARG,
-        .vcpus = vm->vcpus, .memory_mib = vm->memory_mib, .accel = host->accel,
+        .vcpus = rec->vcpus, .memory_mib = rec->memory_mib, .accel = host->accel,
+        .pid = rec->pid, .pid_start_time = rec->pid_start_time,
     };
     return 0;
 }
@@ -202,13 +191,13 @@ static char *file_tail(const char *dir, const char *name, size_t max)
 }
 
 /* One request to the agent over the sandbox's link; 0 when it answered 2xx. */
-static int vm_agent_request(struct vm *vm, const struct http_request *req, usec_t connect_timeout,
-                            usec_t timeout)
+static int vm_agent_request(struct runtime_vm *rt, const struct http_request *req,
+                            usec_t connect_timeout, usec_t timeout)
 {
     int fd = -EBADF, status = 0;
     int r;
 
-    r = runtime_connect(vm->rt, AGENT_PORT, connect_timeout, &fd);
+    r = runtime_connect(rt, AGENT_PORT, connect_timeout, &fd);
     if (r < 0) {
         return r;
     }
@@ -221,24 +210,24 @@ static int vm_agent_request(struct vm *vm, const struct http_request *req, usec_
 }
 
 /* POST /init to the agent: sandbox env, access token, default user, clock (envd's /init). */
-static int vm_post_init(struct vm *vm)
+static int vm_post_init(const struct vm *vm, struct runtime_vm *rt)
 {
     const char *headers[] = { "Content-Type: application/json", NULL };
     struct http_request req = { .method = "POST", .path = "/init", .headers = headers,
                                 .body = vm->init_json, .body_len = strlen(vm->init_json) };
-    return vm_agent_request(vm, &req, 2 * USEC_PER_SEC, 10 * USEC_PER_SEC);
+    return vm_agent_request(rt, &req, 2 * USEC_PER_SEC, 10 * USEC_PER_SEC);
 }
 
-static int vm_wait_ready(const struct vm_host *host, struct vm *vm)
+static int vm_wait_ready(const struct vm_host *host, struct runtime_vm *rt)
 {
     usec_t deadline = now_monotonic() + host->ready_timeout;
 
     for (;;) {
-        if (!runtime_alive(vm->rt)) {
+        if (!runtime_alive(rt)) {
             return -ECHILD;
         }
         struct http_request health = { .method = "GET", .path = "/health" };
-        if (vm_agent_request(vm, &health, 50 * USEC_PER_MSEC, 2 * USEC_PER_SEC) == 0) {
+        if (vm_agent_request(rt, &health, 50 * USEC_PER_MSEC, 2 * USEC_PER_SEC) == 0) {
             return 0;
         }
         if (now_monotonic() >= deadline) {
@@ -248,24 +237,30 @@ static int vm_wait_ready(const struct vm_host *host, struct vm *vm)
     }
 }
 
-int vm_create(const struct vm_host *host, struct vm *vm, char **ret_error)
+int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret)
 {
+    struct instance_record rec = vm->rec; /* this job's copy: the loop owns vm->rec */
     struct runtime_config cfg;
     struct vm_paths p = { .dir = "" };
     char tdir[PATH_MAX], src[PATH_MAX + 16];
     const char *step = "prepare";
+    struct runtime_vm *rt = NULL;
     bool reflinked = false;
     usec_t t0 = now_monotonic(), t;
     int r;
 
-    r = vm_runtime_config(host, vm, &p, &cfg);
+    *ret = (struct vm_create_result){ 0 };
+    r = vm_runtime_config(host, &rec, true, &p, &cfg);
     if (r < 0) {
         goto fail;
     }
-    step = "make sandbox directory";
+    step = "make instance directory";
     r = mkdir_p(p.dir, 0700);
     if (r >= 0) {
-        r = vm_save(host, vm);
+        r = vm_save_record(host, &rec);
+    }
+    if (r >= 0) {
+        r = fault_point("create.record");
     }
     if (r < 0) {
         goto fail;
@@ -273,117 +268,167 @@ int vm_create(const struct vm_host *host, struct vm *vm, char **ret_error)
 
     step = "clone root disk";
     t = now_monotonic();
-    r = vm_template_dir(host, vm->template_name, tdir, sizeof(tdir));
+    r = vm_template_dir(host, rec.template_name, tdir, sizeof(tdir));
     if (r < 0) {
         goto fail;
     }
     snprintf(src, sizeof(src), "%s/rootfs.ext4", tdir);
     r = clone_file(src, p.rootfs, &reflinked);
+    if (r >= 0) {
+        r = fault_point("create.clone");
+    }
     if (r < 0) {
         goto fail;
     }
     if (!reflinked) {
-        log_sandbox_warning(vm->id, "no reflink support under '%s', made a full copy of the disk",
+        log_sandbox_warning(rec.iid, "no reflink support under '%s', made a full copy of the disk",
                             host->data_dir);
     }
-    vm->timing.clone = now_monotonic() - t;
+    ret->timing.clone = now_monotonic() - t;
 
     step = "create network";
     t = now_monotonic();
-    r = netslot_create(vm->id);
+    r = netslot_create(rec.iid);
+    if (r >= 0) {
+        r = fault_point("create.network");
+    }
     if (r < 0) {
         goto fail;
     }
-    vm->timing.network = now_monotonic() - t;
+    ret->timing.network = now_monotonic() - t;
 
     step = "start vmm";
     t = now_monotonic();
-    r = runtime_boot(host->runtime, &cfg, &vm->rt);
+    r = runtime_boot(host->runtime, &cfg, &rt);
+    if (r >= 0) {
+        r = fault_point("create.vmm");
+    }
     if (r < 0) {
         goto fail;
     }
-    vm->timing.vmm = now_monotonic() - t;
+    ret->timing.vmm = now_monotonic() - t;
+    rec.pid = runtime_pid(rt);
+    r = runtime_process_start_time(rec.pid, &rec.pid_start_time);
+    if (r >= 0) {
+        step = "save instance record";
+        r = vm_save_record(host, &rec);
+    }
+    if (r >= 0) {
+        r = fault_point("create.record-vmm");
+    }
+    if (r < 0) {
+        goto fail;
+    }
 
     step = "wait for agent";
     t = now_monotonic();
-    r = vm_wait_ready(host, vm);
+    r = vm_wait_ready(host, rt);
+    if (r >= 0) {
+        r = fault_point("create.ready");
+    }
     if (r < 0) {
         goto fail;
     }
-    vm->timing.boot = now_monotonic() - t;
+    ret->timing.boot = now_monotonic() - t;
 
     if (vm->init_json) {
         step = "initialise agent";
-        r = vm_post_init(vm);
+        r = vm_post_init(vm, rt);
+        if (r >= 0) {
+            r = fault_point("create.init");
+        }
         if (r < 0) {
             goto fail;
         }
     }
-    vm->timing.total = now_monotonic() - t0;
+    ret->timing.total = now_monotonic() - t0;
 
-    vm->state = VM_RUNNING;
-    r = vm_save(host, vm);
+    /* Durable first: the loop marks the vm running only after this is on disk. */
+    rec.state = VM_RUNNING;
+    r = vm_save_record(host, &rec);
+    if (r >= 0) {
+        r = fault_point("create.running");
+    }
     if (r < 0) {
         step = "save state";
         goto fail;
     }
+    ret->rt = rt;
+    ret->pid = rec.pid;
+    ret->pid_start_time = rec.pid_start_time;
     return 0;
 
-fail:
-    if (ret_error) {
-        struct strbuf sb = STRBUF_INIT;
-        char *console = file_tail(p.dir, "console.log", 2048);
-        char *qemu = file_tail(p.dir, "qemu.log", 1024);
-        strbuf_appendf(&sb, "%s failed: %s", step,
-                       r == -ETIMEDOUT ? "the guest agent did not become ready in time"
-                       : r == -ECHILD  ? "the VM exited during boot"
-                                       : strerror(-r));
-        if (qemu && *qemu) {
-            strbuf_appendf(&sb, "\n--- qemu ---\n%s", qemu);
-        }
-        if (console && *console) {
-            strbuf_appendf(&sb, "\n--- serial console (tail) ---\n%s", console);
-        }
-        free(console);
-        free(qemu);
-        *ret_error = strbuf_detach(&sb, NULL);
+fail:;
+    struct strbuf sb = STRBUF_INIT;
+    char *console = file_tail(p.dir, "console.log", 2048);
+    char *qemu = file_tail(p.dir, "qemu.log", 1024);
+    strbuf_appendf(&sb, "%s failed: %s", step,
+                   r == -ETIMEDOUT ? "the guest agent did not become ready in time"
+                   : r == -ECHILD  ? "the VM exited during boot"
+                                   : strerror(-r));
+    if (qemu && *qemu) {
+        strbuf_appendf(&sb, "\n--- qemu ---\n%s", qemu);
+    }
+    if (console && *console) {
+        strbuf_appendf(&sb, "\n--- serial console (tail) ---\n%s", console);
+    }
+    free(console);
+    free(qemu);
+    ret->error = strbuf_detach(&sb, NULL);
+    if (rt) {
+        (void)runtime_stop(rt);
+        rt = runtime_vm_free(rt);
     }
     (void)vm_destroy(host, vm);
     return r;
 }
 
-int vm_destroy(const struct vm_host *host, struct vm *vm)
+int vm_destroy(const struct vm_host *host, const struct vm *vm)
 {
+    const struct instance_record *rec = &vm->rec;
     struct runtime_config cfg;
+    struct runtime_vm *attached = NULL;
     struct vm_paths p;
     int r, ret = 0;
 
-    r = vm_dir(host, vm->id, p.dir, sizeof(p.dir));
+    r = vm_instance_dir(host, rec->iid, p.dir, sizeof(p.dir));
     if (r < 0) {
         return r;
     }
-    /* After a node crash the vm may have no handle yet: attach by pidfile. */
-    if (!vm->rt && vm_runtime_config(host, vm, &p, &cfg) >= 0) {
-        (void)runtime_attach(host->runtime, &cfg, &vm->rt);
+    /*
+     * After a node crash or a failed create there is no handle: attach by
+     * the record (or the runtime's pidfile) into a handle of our own, so the
+     * worker never writes vm->rt.
+     */
+    struct runtime_vm *rt = vm->rt;
+    if (!rt && vm_runtime_config(host, rec, false, &p, &cfg) >= 0) {
+        if (runtime_attach(host->runtime, &cfg, &attached) < 0 && cfg.pid > 0) {
+            /* A record that names another process: the runtime's own pidfile may still
+             * name ours (both are checked against the process start time). */
+            cfg.pid = 0;
+            cfg.pid_start_time = 0;
+            (void)runtime_attach(host->runtime, &cfg, &attached);
+        }
+        rt = attached;
     }
-    if (vm->rt) {
-        r = runtime_stop(vm->rt);
+    if (rt) {
+        r = runtime_stop(rt);
         if (r < 0) {
-            ret = log_sandbox_warning_errno(vm->id, r, "cannot stop vmm: %m");
+            ret = log_sandbox_warning_errno(rec->iid, r, "cannot stop vmm: %m");
         }
     }
-    r = netslot_destroy(vm->id);
+    runtime_vm_free(attached);
+    r = netslot_destroy(rec->iid);
     if (r < 0) {
-        ret = log_sandbox_warning_errno(vm->id, r, "cannot remove network namespace: %m");
+        ret = log_sandbox_warning_errno(rec->iid, r, "cannot remove network namespace: %m");
     }
     /* The directory goes last, and only when everything above is gone (see file comment). */
     if (ret == 0) {
         r = rm_rf(p.dir);
         if (r < 0) {
-            ret = log_sandbox_warning_errno(vm->id, r, "cannot remove '%s': %m", p.dir);
+            ret = log_sandbox_warning_errno(rec->iid, r, "cannot remove '%s': %m", p.dir);
         }
     }
-    vm->state = VM_KILLED;
     return ret;
 }
 
@@ -511,7 +556,7 @@ static json_t *exec_request_json(const struct vm_exec_request *req)
     return json_pack("{s:o, s:b}", "process", process, "stdin", 0);
 }
 
-int vm_exec(const struct vm_host *host, struct vm *vm, const struct vm_exec_request *req,
+int vm_exec(const struct vm_host *host, const struct vm *vm, const struct vm_exec_request *req,
             struct vm_exec_result *ret)
 {
     struct exec_stream s = { .res = ret };
@@ -557,15 +602,19 @@ int vm_exec(const struct vm_host *host, struct vm *vm, const struct vm_exec_requ
         snprintf(auth, sizeof(auth), "Authorization: Basic %s", b64);
         headers[nh++] = auth;
     }
-    if (vm->access_token[0]) {
-        snprintf(token_hdr, sizeof(token_hdr), "X-Access-Token: %s", vm->access_token);
+    if (vm->rec.access_token[0]) {
+        snprintf(token_hdr, sizeof(token_hdr), "X-Access-Token: %s", vm->rec.access_token);
         headers[nh++] = token_hdr;
     }
-    if (req->timeout_ms > 0) {
-        snprintf(timeout_hdr, sizeof(timeout_hdr), "Connect-Timeout-Ms: %llu",
-                 (unsigned long long)req->timeout_ms);
-        headers[nh++] = timeout_hdr;
+    /* Every exec has a deadline (style: no unbounded waits on a guest); the agent kills
+     * the command at timeout_ms, and we stop waiting a little after that. */
+    uint64_t timeout_ms = req->timeout_ms ? req->timeout_ms : host->max_exec_timeout / 1000;
+    if (timeout_ms == 0) {
+        timeout_ms = 1;
     }
+    snprintf(timeout_hdr, sizeof(timeout_hdr), "Connect-Timeout-Ms: %llu",
+             (unsigned long long)timeout_ms);
+    headers[nh++] = timeout_hdr;
     headers[nh] = NULL;
 
     r = runtime_connect(vm->rt, AGENT_PORT, 2 * USEC_PER_SEC, &fd);
@@ -575,9 +624,7 @@ int vm_exec(const struct vm_host *host, struct vm *vm, const struct vm_exec_requ
     }
     struct http_request hreq = { .method = "POST", .path = "/process.Process/Start",
                                  .headers = headers, .body = body, .body_len = body_len };
-    usec_t deadline = req->timeout_ms ? now_monotonic() + req->timeout_ms * USEC_PER_MSEC +
-                                            5 * USEC_PER_SEC
-                                      : 0;
+    usec_t deadline = now_monotonic() + timeout_ms * USEC_PER_MSEC + 5 * USEC_PER_SEC;
     r = http_client_request(fd, &hreq, deadline, &status, &content_type, exec_body_cb, &s);
     if (r < 0) {
         goto out;
@@ -624,44 +671,31 @@ void vm_exec_result_release(struct vm_exec_result *res)
 
 /* ---- crash recovery ---- */
 
-static int vm_load(const struct vm_host *host, const char *id, struct vm **ret)
+static int vm_load(const struct vm_host *host, const char *iid, struct vm **ret,
+                   bool *ret_record_ok)
 {
     char path[PATH_MAX], *text = NULL;
-    json_error_t jerr;
-    json_t *j = NULL;
-    struct vm *vm = NULL;
+    struct vm *vm;
     int r;
 
-    r = vm_dir(host, id, path, sizeof(path) - 16);
+    r = vm_instance_dir(host, iid, path, sizeof(path) - 16);
     if (r < 0) {
         return r;
     }
     size_t n = strlen(path);
-    snprintf(path + n, sizeof(path) - n, "/sandbox.json");
+    snprintf(path + n, sizeof(path) - n, "/instance.json");
     vm = calloc(1, sizeof(*vm));
     if (!vm) {
         return -ENOMEM;
     }
-    snprintf(vm->id, sizeof(vm->id), "%s", id);
-    vm->state = VM_CREATING; /* unknown: treated as unfinished */
-    if (read_file(path, 1 << 16, &text, NULL) >= 0 && (j = json_loads(text, 0, &jerr))) {
-        const char *t = json_string_value(json_object_get(j, "template"));
-        const char *s = json_string_value(json_object_get(j, "state"));
-        if (t && template_name_is_valid(t)) {
-            snprintf(vm->template_name, sizeof(vm->template_name), "%s", t);
-        }
-        vm->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
-        vm->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memory_mib"));
-        vm->created_at = (usec_t)json_integer_value(json_object_get(j, "created_at"));
-        if (s && vm_state_from_string(s) >= 0) {
-            vm->state = vm_state_from_string(s);
-        }
-        const char *tok = json_string_value(json_object_get(j, "access_token"));
-        if (tok && strlen(tok) < sizeof(vm->access_token)) {
-            memcpy(vm->access_token, tok, strlen(tok) + 1);
-        }
+    *ret_record_ok = read_file(path, 1 << 16, &text, NULL) >= 0 &&
+                     instance_record_from_json(text, &vm->rec) >= 0 &&
+                     strcmp(vm->rec.iid, iid) == 0;
+    if (!*ret_record_ok) {
+        /* Unreadable (a crash before the first write): destroy by directory name. */
+        vm->rec = (struct instance_record){ .state = VM_CREATING };
+        memcpy(vm->rec.iid, iid, INSTANCE_ID_LEN + 1);
     }
-    json_decref(j);
     free(text);
     *ret = vm;
     return 0;
@@ -673,36 +707,47 @@ int vm_reconcile(const struct vm_host *host, vm_adopt_cb cb, void *userdata)
     struct dirent *de;
     DIR *d;
 
-    snprintf(path, sizeof(path), "%s/sandboxes", host->data_dir);
+    snprintf(path, sizeof(path), "%s/instances", host->data_dir);
     d = opendir(path);
     if (!d) {
         return errno == ENOENT ? 0 : -errno;
     }
     while ((de = readdir(d))) {
+        struct instance_probe probe = { 0 };
         struct vm *vm = NULL;
         struct runtime_config cfg;
         struct vm_paths p;
+        const char *reason;
 
         if (de->d_name[0] == '.') {
             continue;
         }
-        if (!sandbox_id_is_valid(de->d_name)) {
+        if (!instance_id_is_valid(de->d_name)) {
             log_warning("unexpected entry '%s' in '%s', ignoring", de->d_name, path);
             continue;
         }
-        if (vm_load(host, de->d_name, &vm) < 0) {
+        if (vm_load(host, de->d_name, &vm, &probe.record_ok) < 0) {
             continue;
         }
-        if (vm->state == VM_RUNNING && vm_runtime_config(host, vm, &p, &cfg) >= 0 &&
-            runtime_attach(host->runtime, &cfg, &vm->rt) >= 0 && runtime_alive(vm->rt) &&
-            netslot_exists(vm->id)) {
-            log_sandbox_info(vm->id, "re-attached to running sandbox (pid %d)",
-                             (int)runtime_pid(vm->rt));
+        struct instance_record *rec = &vm->rec;
+        if (rec->pid > 1) {
+            int pidfd = (int)syscall(SYS_pidfd_open, rec->pid, 0);
+            probe.process_exists = pidfd >= 0 &&
+                                   runtime_process_start_time(rec->pid,
+                                                              &probe.process_start_time) >= 0;
+            close_safe(pidfd);
+        }
+        probe.netns_exists = netslot_exists(rec->iid);
+        if (instance_reattach_verdict(rec, &probe, &reason) == INSTANCE_REATTACH &&
+            vm_runtime_config(host, rec, false, &p, &cfg) >= 0 &&
+            runtime_attach(host->runtime, &cfg, &vm->rt) >= 0 && runtime_alive(vm->rt)) {
+            log_sandbox_info(rec->sandbox_id, "re-attached to running instance %s (pid %d)",
+                             rec->iid, (int)runtime_pid(vm->rt));
             cb(vm, userdata);
             continue;
         }
-        log_sandbox_info(vm->id, "removing leftovers of sandbox in state '%s'",
-                         vm_state_to_string(vm->state));
+        log_info("instance %s (sandbox '%s', %s): removing it, %s", rec->iid, rec->sandbox_id,
+                 vm_state_to_string(rec->state), reason);
         (void)vm_destroy(host, vm);
         vm_free(vm);
     }

@@ -1,45 +1,34 @@
 #pragma once
 /*
- * One sandbox on this host. The manager owns `struct vm` and touches it only
- * on the event-loop thread; the blocking verbs below run on worker threads
- * and may be given a vm only while its state says a worker owns it:
- *
- *   CREATING --vm_create() ok--> RUNNING --vm_destroy()--> KILLED
- *       \--vm_create() fails (vm_destroy() already ran)--> KILLED
- *   RUNNING --(manager: kill)--> KILLING --vm_destroy()--> KILLED
+ * One VM (an instance, instance.h) on this host. The manager owns `struct vm`
+ * and only the event-loop thread reads or writes it. Blocking verbs below run
+ * on worker threads and get a `const struct vm *` they only read, in fields
+ * the loop does not change while the worker runs (the record's identity and
+ * spec, `rt`); results come back in result structs that the loop applies
+ * when the job completes (vm_set_state(), vm-state.h for the table).
  *
  * Every step of create and destroy is idempotent, and vm_destroy() removes
- * whatever exists in any state: the qemu process (by pidfd), the netns and
- * tap, then the sandbox directory with its disk clone. That is what makes a
- * crash at any point recoverable: on start the node reloads each
- * sandbox.json, re-attaches to RUNNING VMs that are still alive, and
- * destroys everything else (vm_reconcile()).
+ * whatever exists in any state: the VMM (by pidfd), the netns and tap, then
+ * the instance directory with its disk clone. That is what makes a crash at
+ * any point recoverable: on start the node reads each instance.json,
+ * re-attaches RUNNING instances whose VMM is the process the record names,
+ * and destroys everything else (vm_reconcile()).
  */
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "basic/time-util.h"
+#include "node/instance.h"
 #include "node/runtime.h"
-#include "shared/sandbox-id.h"
-
-enum vm_state {
-    VM_CREATING,
-    VM_RUNNING,
-    VM_KILLING,
-    VM_KILLED,
-    _VM_STATE_MAX,
-    _VM_STATE_INVALID = -22,
-};
-
-const char *vm_state_to_string(enum vm_state s);
-enum vm_state vm_state_from_string(const char *s);
+#include "node/vm-state.h"
 
 /* Host-wide settings every vm needs; owned by the manager, read-only for workers. */
 struct vm_host {
-    const char *data_dir;      /* sandboxes/<id>/ and templates/<name>/ live here */
+    const char *data_dir;      /* instances/<iid>/ and templates/<name>/ live here */
     const struct runtime_ops *runtime;
     enum runtime_accel accel;  /* resolved */
     usec_t ready_timeout;      /* guest boot to agent ready */
+    usec_t max_exec_timeout;   /* deadline of an exec that names none; caps those that do */
 };
 
 struct vm_timing {
@@ -47,38 +36,54 @@ struct vm_timing {
 };
 
 struct vm {
-    char id[SANDBOX_ID_LEN + 1];
-    char template_name[64];
-    unsigned vcpus;
-    unsigned memory_mib;
-    usec_t created_at; /* realtime */
-    enum vm_state state;
-    struct runtime_vm *rt;
+    struct instance_record rec; /* what instance.json holds; rec.state is the state */
+    struct runtime_vm *rt;      /* set by the loop from a create result or at re-attach */
     struct vm_timing timing;
     unsigned busy;     /* workers using this vm besides its owner (exec) */
     char *init_json;   /* body for the agent's POST /init after boot (envd), or NULL */
-    char access_token[129]; /* the agent's access token once /init set one ("" = none) */
 };
+
+/* Loop thread only: moves vm to `to`, asserting the row exists in the state table. */
+void vm_set_state(struct vm *vm, enum vm_state to);
+static inline enum vm_state vm_state(const struct vm *vm)
+{
+    return vm->rec.state;
+}
+/* The sandbox id bound to vm, or "" (unbound). */
+static inline const char *vm_sandbox_id(const struct vm *vm)
+{
+    return vm->rec.sandbox_id;
+}
 
 #define AGENT_PORT 49983
 
-/* Allocates a vm in state CREATING, with id (validated) or a fresh one when id is NULL. */
-int vm_new(const char *id, const char *template_name, unsigned vcpus, unsigned memory_mib,
-           struct vm **ret);
+/* Allocates an unbound vm in state CREATING with a fresh instance id. */
+int vm_new(const char *template_name, unsigned vcpus, unsigned memory_mib, struct vm **ret);
 struct vm *vm_free(struct vm *vm);
 
 /* Path of the template dir, or -ENOENT when the template is not built. */
 int vm_template_dir(const struct vm_host *host, const char *name, char *buf, size_t n);
+/* <data>/instances/<iid> into buf. */
+int vm_instance_dir(const struct vm_host *host, const char *iid, char *buf, size_t n);
+
+/* What a create job hands back to the loop. */
+struct vm_create_result {
+    struct runtime_vm *rt; /* the running VMM on success (the loop stores it in vm->rt) */
+    pid_t pid;
+    uint64_t pid_start_time;
+    struct vm_timing timing;
+    char *error;           /* on failure: message with the serial console tail (caller frees) */
+};
 
 /*
- * Worker: clone disk, make the netslot, boot, wait for the agent, then send it
- * vm->init_json (env, access token, default user) if set. On failure
- * everything made is removed again and *ret_error (may be NULL) gets a
- * message including the tail of the serial console (caller frees).
+ * Worker: writes the record, clones the disk, makes the netslot, boots,
+ * waits for the agent, sends it vm->init_json (env, access token, default
+ * user) if set, and rewrites the record as running. On failure everything
+ * made is removed again.
  */
-int vm_create(const struct vm_host *host, struct vm *vm, char **ret_error);
-/* Worker: removes every trace of the vm. Idempotent. */
-int vm_destroy(const struct vm_host *host, struct vm *vm);
+int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret);
+/* Worker: removes every trace of the vm. Idempotent; does not touch *vm. */
+int vm_destroy(const struct vm_host *host, const struct vm *vm);
 
 struct vm_exec_request {
     const char *cmd;
@@ -86,7 +91,7 @@ struct vm_exec_request {
     const char *const *env;    /* NULL-terminated KEY=VALUE */
     const char *cwd;           /* may be NULL */
     const char *user;          /* may be NULL: the agent's default */
-    uint64_t timeout_ms;       /* 0: none */
+    uint64_t timeout_ms;       /* the command's deadline; never 0 (http-api.c fills the max) */
 };
 
 struct vm_exec_result {
@@ -103,17 +108,19 @@ struct vm_exec_result {
 #define VM_EXEC_MAX_OUTPUT (64u * 1024 * 1024)
 
 /* Worker: runs a command through the agent. Returns 0 with *ret filled, or -errno
- * (-ENOENT: the sandbox is gone; -EINVAL with *ret->error: the agent rejected it). */
-int vm_exec(const struct vm_host *host, struct vm *vm, const struct vm_exec_request *req,
+ * (-ENOENT: the sandbox is gone; -EINVAL with *ret->error: the agent rejected it;
+ * -ETIMEDOUT: the deadline passed). */
+int vm_exec(const struct vm_host *host, const struct vm *vm, const struct vm_exec_request *req,
             struct vm_exec_result *ret);
 void vm_exec_result_release(struct vm_exec_result *res);
 
-/* Persists vm to sandboxes/<id>/sandbox.json (atomically). */
-int vm_save(const struct vm_host *host, const struct vm *vm);
+/* Persists rec to instances/<iid>/instance.json (atomically). Any thread. */
+int vm_save_record(const struct vm_host *host, const struct instance_record *rec);
 
 /*
- * At node start: loads every sandboxes/<id>/ entry, re-attaching RUNNING VMs
- * that are still alive (returned through cb) and destroying all others.
+ * At node start: reads every instances/<iid>/instance.json, re-attaching
+ * instances instance_reattach_verdict() accepts (returned through cb) and
+ * destroying all others.
  */
 typedef void (*vm_adopt_cb)(struct vm *vm, void *userdata);
 int vm_reconcile(const struct vm_host *host, vm_adopt_cb cb, void *userdata);

@@ -343,7 +343,12 @@ class GuestAgent:
         raise AssertionError(f"no new server in the guest; console:\n{self.console()}")
 
     def console(self):
-        path = os.path.join(self.lab.plat.data, "sandboxes", self.sid, "console.log")
+        import glob  # the node keeps it in its instance dir, bound to the sandbox id
+        paths = [p for p in glob.glob(os.path.join(self.lab.plat.data, "instances", "*",
+                                                   "instance.json"))
+                 if f'"sandbox_id":"{self.sid}"' in open(p).read()]
+        path = os.path.join(os.path.dirname(paths[0]) if paths else "/nonexistent",
+                            "console.log")
         try:
             with open(path, errors="replace") as f:
                 return f.read()[-4000:]

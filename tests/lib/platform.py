@@ -149,6 +149,7 @@ class Node:
         self.proc = None
 
     def stop(self):
+        """SIGTERM: the node exits within seconds and leaves its sandboxes running."""
         if self.proc:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -158,26 +159,32 @@ class Node:
                 self.proc.wait()
             self.proc = None
 
+    def instance_dir(self, sb):
+        """The node-local directory of a sandbox (its instance's), from the node's JSON."""
+        return os.path.join(self.data, "instances", sb["instance_id"])
+
+    def instances(self):
+        path = os.path.join(self.data, "instances")
+        return sorted(os.listdir(path)) if os.path.isdir(path) else []
+
     def leftovers(self):
         """Everything this node made that still exists."""
         left = []
-        sandboxes = os.path.join(self.data, "sandboxes")
-        if os.path.isdir(sandboxes) and os.listdir(sandboxes):
-            left.append(f"sandbox dirs: {os.listdir(sandboxes)}")
+        if self.instances():
+            left.append(f"instance dirs: {self.instances()}")
         pids = live_qemu_pids(self.data)
         if pids:
             left.append(f"qemu processes: {pids}")
         return left
 
     def destroy(self):
-        self.stop()
+        self.stop()  # a graceful stop leaves sandboxes running: remove them here
         # Whatever a failed test left: kill it so the machine stays clean.
         for pid in live_qemu_pids(self.data):
             os.kill(pid, signal.SIGKILL)
-        for ns in netns_names():
-            sid = ns[len("space-"):]
-            if ns.startswith("space-") and os.path.isdir(os.path.join(self.data, "sandboxes", sid)):
-                subprocess.run(["ip", "netns", "delete", ns], check=False)
+        for iid in self.instances():
+            if f"space-{iid}" in netns_names():
+                subprocess.run(["ip", "netns", "delete", f"space-{iid}"], check=False)
         shutil.rmtree(self.data, ignore_errors=True)
 
 

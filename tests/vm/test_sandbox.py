@@ -35,9 +35,10 @@ def sandbox(node):
         node.kill(sb["id"])
 
 
-def assert_gone(node, sid, pid=None):
-    assert f"space-{sid}" not in netns_names()
-    assert not os.path.exists(os.path.join(node.data, "sandboxes", sid))
+def assert_gone(node, sb, pid=None):
+    iid = sb["instance_id"]
+    assert f"space-{iid}" not in netns_names()
+    assert not os.path.exists(node.instance_dir(sb))
     if pid:
         try:
             with open(f"/proc/{pid}/stat") as f:
@@ -96,9 +97,10 @@ def test_cli_create_ls_kill(node):
     sid = r.stdout.decode().strip()
     assert len(sid) == 20 and sid.isalnum() and sid.islower()
     assert sid in node.cli("sandbox", "ls", check=True).stdout.decode()
+    sb = node.call("GET", f"/v1/sandboxes/{sid}")[1]
     node.cli("sandbox", "kill", sid, check=True)
     assert sid not in node.cli("sandbox", "ls", check=True).stdout.decode()
-    assert_gone(node, sid)
+    assert_gone(node, sb)
 
 
 def test_eight_sandboxes_see_only_their_own_files(node):
@@ -119,7 +121,7 @@ def test_eight_sandboxes_see_only_their_own_files(node):
         for sb in sbs:
             node.kill(sb["id"])
     for sb in sbs:
-        assert_gone(node, sb["id"], sb.get("pid"))
+        assert_gone(node, sb, sb.get("pid"))
 
 
 def pool_map(fn, items):
@@ -129,11 +131,11 @@ def pool_map(fn, items):
 
 def test_kill_leaves_nothing(node):
     sb = node.create()
-    assert live_qemu_pids(os.path.join(node.data, "sandboxes", sb["id"]))
-    assert f"space-{sb['id']}" in netns_names()
+    assert live_qemu_pids(node.instance_dir(sb))
+    assert f"space-{sb['instance_id']}" in netns_names()
     node.kill(sb["id"])
-    assert_gone(node, sb["id"], sb["pid"])
-    assert not live_qemu_pids(os.path.join(node.data, "sandboxes", sb["id"]))
+    assert_gone(node, sb, sb["pid"])
+    assert not live_qemu_pids(node.instance_dir(sb))
 
 
 def test_bad_input_gets_json_errors(node):
@@ -181,9 +183,8 @@ def test_crash_and_restart_leaves_nothing():
         # Crash in the middle of a create: the node dies while QEMU boots.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             pending = pool.submit(lambda: n.call("POST", "/v1/sandboxes", {}))
-            sandboxes = os.path.join(n.data, "sandboxes")
             deadline = time.monotonic() + 30
-            while len(os.listdir(sandboxes)) < 2 and time.monotonic() < deadline:
+            while len(n.instances()) < 2 and time.monotonic() < deadline:
                 time.sleep(0.01)
             time.sleep(0.3)  # inside clone / network / QEMU start / boot
             n.crash()
@@ -197,11 +198,9 @@ def test_crash_and_restart_leaves_nothing():
         assert [s["id"] for s in body["sandboxes"]] == [running["id"]]
         # ... and the half-made one is gone without a trace.
         n.kill(running["id"])
-        assert_gone(n, running["id"], running["pid"])
+        assert_gone(n, running, running["pid"])
         n.stop()
         assert not n.leftovers(), n.leftovers()
-        assert not [ns for ns in netns_names()
-                    if os.path.isdir(os.path.join(n.data, "sandboxes", ns[6:]))]
     finally:
         n.destroy()
 
@@ -254,4 +253,4 @@ def test_debian_kernel_fallback(node):
         assert node.exec(sb["id"], "python3", "-c", "print(1)")["stdout"] == b"1\n"
     finally:
         node.kill(sb["id"])
-    assert_gone(node, sb["id"], sb["pid"])
+    assert_gone(node, sb, sb["pid"])
