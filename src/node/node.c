@@ -27,6 +27,7 @@
 #include "basic/parse-util.h"
 #include "basic/socket-util.h"
 #include "node/clone.h"
+#include "node/console.h"
 #include "node/manager.h"
 #include "node/tunnel.h"
 
@@ -38,6 +39,7 @@ static const char *arg_runtime = "qemu";
 static enum runtime_accel arg_accel = RUNTIME_ACCEL_AUTO;
 static usec_t arg_ready_timeout = 60 * USEC_PER_SEC;
 static unsigned arg_max_sandboxes = 64;
+static uint32_t arg_console_log_max = CONSOLE_LOG_MAX_DEFAULT;
 static const char *arg_share_dir = NULL;
 static const char *arg_agent = NULL;
 static const char *arg_cache_dir = "/var/cache/space";
@@ -53,6 +55,7 @@ static void help(void)
            "  --accel auto|kvm|tcg  force the accelerator (default: probe)\n"
            "  --ready-timeout SEC   guest boot deadline (default 60)\n"
            "  --max-sandboxes N     capacity of this node (default 64)\n"
+           "  --console-log-max B   cap of each sandbox's console.log (default 1048576)\n"
            "  --share-dir DIR       template recipes and tools/ (enables template builds)\n"
            "  --agent PATH          the space-agent binary templates get\n"
            "  --cache-dir DIR       template build cache (default /var/cache/space)\n"
@@ -70,6 +73,7 @@ static int parse_args(int argc, char **argv)
         { "accel", required_argument, NULL, 'a' },
         { "ready-timeout", required_argument, NULL, 'r' },
         { "max-sandboxes", required_argument, NULL, 'm' },
+        { "console-log-max", required_argument, NULL, 'c' },
         { "share-dir", required_argument, NULL, 'S' },
         { "agent", required_argument, NULL, 'A' },
         { "cache-dir", required_argument, NULL, 'C' },
@@ -110,6 +114,13 @@ static int parse_args(int argc, char **argv)
         case 'm':
             if (parse_u32(optarg, &arg_max_sandboxes) < 0) {
                 return log_error_errno(-EINVAL, "invalid --max-sandboxes '%s'", optarg);
+            }
+            break;
+        case 'c':
+            if (parse_u32(optarg, &arg_console_log_max) < 0 ||
+                arg_console_log_max < CONSOLE_LOG_MAX_MIN) {
+                return log_error_errno(-EINVAL, "invalid --console-log-max '%s' (minimum %u)",
+                                       optarg, CONSOLE_LOG_MAX_MIN);
             }
             break;
         case 'S':
@@ -224,6 +235,7 @@ int main(int argc, char **argv)
         .data_dir = arg_data_dir,
         .runtime = runtime_find(arg_runtime),
         .ready_timeout = arg_ready_timeout,
+        .console_log_max = arg_console_log_max,
     };
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);
     host.accel = detect_accel(path);

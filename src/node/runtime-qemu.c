@@ -18,7 +18,8 @@
  * filter (-sandbox), and it runs as its netns slot's uid with no
  * capabilities and no_new_privs. It opens no host path of ours: the node
  * opens every file, attaches the tap and binds the QMP socket, and passes
- * descriptors (struct qemu_fds).
+ * descriptors (struct qemu_fds). The serial port goes to the console pump
+ * (console.h), which keeps console.log capped.
  */
 #include "node/runtime.h"
 
@@ -48,6 +49,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
+#include "node/console.h"
 #include "node/netns.h"
 #include "node/netslot.h"
 #include "node/qmp.h"
@@ -60,6 +62,7 @@
 struct qemu_vm {
     struct runtime_vm base;
     pid_t pid;
+    pid_t console_pid; /* the console pump (console.h), when this process started it */
     int pidfd;
     char dir[PATH_MAX];
     char netns_path[PATH_MAX];
@@ -367,8 +370,9 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
     }
     r = qemu_open_fds(cfg, qmp_path, &f);
     if (r >= 0) {
-        f.console = open(console_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-        r = f.console < 0 ? -errno : 0;
+        r = console_start(console_path,
+                          cfg->console_log_max ? cfg->console_log_max : CONSOLE_LOG_MAX_DEFAULT,
+                          uid, uid, &f.console, &vm->console_pid);
     }
     if (r < 0) {
         goto fail;
@@ -393,6 +397,7 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
         /* seccomp: no obsolete syscalls, no set*id, no fork/exec, no scheduler/affinity changes */
         "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
         "-add-fd", fd_disk_rw, "-add-fd", fd_disk_ro, "-add-fd", fd_console,
+        /* the console pump's pipe (console.h); append=on: QEMU must not try to truncate it */
         "-chardev", "file,id=ser0,path=/dev/fdset/2,append=on", "-serial", "chardev:ser0",
         "-chardev", chardev_qmp, "-mon", "chardev=qmp,mode=control",
         "-kernel", kernel, "-append", append,
@@ -449,7 +454,8 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
     *ret = &vm->base;
     return 0;
 fail:
-    qemu_fds_close(&f);
+    qemu_fds_close(&f); /* the pump sees EOF */
+    console_reap(vm->console_pid);
     close_safe(netns_fd);
     close_safe(log_fd);
     free(vm);
@@ -544,6 +550,8 @@ static int qemu_stop(struct runtime_vm *base)
     /* Reap it if it is our child (we are its subreaper); ECHILD after a node restart is fine. */
     (void)waitpid(vm->pid, NULL, WNOHANG);
     vm->pidfd = close_safe(vm->pidfd);
+    console_reap(vm->console_pid);
+    vm->console_pid = 0;
     return 0;
 }
 

@@ -181,6 +181,7 @@ static int vm_runtime_config(const struct vm_host *host, const struct vm *vm, st
         .netns_path = p->netns, .tap = NETSLOT_TAP, .mac = NETSLOT_GUEST_MAC,
         .guest_ip = NETSLOT_GUEST_IP, .kernel_args = NETSLOT_KERNEL_IP_ARG,
         .vcpus = vm->vcpus, .memory_mib = vm->memory_mib, .accel = host->accel,
+        .console_log_max = host->console_log_max,
     };
     return 0;
 }

@@ -40,6 +40,7 @@ struct vm_host {
     const struct runtime_ops *runtime;
     enum runtime_accel accel;  /* resolved */
     usec_t ready_timeout;      /* guest boot to agent ready */
+    size_t console_log_max;    /* cap of each console.log (console.h) */
 };
 
 struct vm_timing {

@@ -1,9 +1,10 @@
-"""End-to-end tests of the sandbox's confinement on the host (issue #7, item 6): real
-space-node, real QEMU guests, real netns.
+"""End-to-end tests of the sandbox's confinement on the host (issue #7, item 6 and the serial
+log cap): real space-node, real QEMU guests, real netns.
 
 - every sandbox netns: forwarding off, IPv6 off, nftables anti-spoofing and default drop, proven
   by frames a root process in the guest crafts (AF_PACKET) and the tables' own counters;
 - QEMU as its slot's uid, no capabilities, no_new_privs, seccomp;
+- console.log capped while the guest floods its serial port.
 """
 import json
 import os
@@ -16,6 +17,7 @@ from lib.platform import Node, live_qemu_pids, netns_names
 
 LEASES = "/run/space/slots"
 UID_BASE = 900000
+CONSOLE_MAX = 1 << 20
 
 # Runs in the guest as root: sends `count` raw Ethernet frames of `kind` out of eth0.
 GUEST_SENDER = r'''
@@ -200,7 +202,7 @@ def test_slot_lease_lives_as_long_as_the_netns(node):
     assert f"space-{sb['id']}" not in netns_names()
 
 
-def processes_of_uid(uid):
+def processes_of_uid(uid, zombies=False):
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -210,7 +212,7 @@ def processes_of_uid(uid):
                 st = dict(l.split(":\t", 1) for l in f.read().splitlines() if ":\t" in l)
         except OSError:
             continue
-        if int(st["Uid"].split()[0]) == uid and st["State"][0] not in "ZX":
+        if int(st["Uid"].split()[0]) == uid and (zombies or st["State"][0] not in "ZX"):
             found.append((int(pid), st["Name"]))
     return found
 
@@ -232,12 +234,12 @@ def test_qemu_runs_confined(node):
     assert b"on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny" in argv
     # It opens nothing of ours by path: every file it has came from the node.
     assert not any(a.startswith(b"ifname=") for a in argv)
-    # The sandbox works as before, and QEMU is its only process.
+    # The sandbox works as before, and its only processes are QEMU and the console pump.
     assert node.exec(sid, "python3", "-c", "print(6 * 7)")["stdout"] == b"42\n"
     names = sorted(name for _, name in processes_of_uid(uid))
-    assert names == ["qemu-system-x86"], names
+    assert names == ["qemu-system-x86", "space-console"], names
     node.kill(sid)
-    assert processes_of_uid(uid) == []
+    assert processes_of_uid(uid, zombies=True) == []  # QEMU and the pump both reaped
     assert lease_of(sid) is None
     assert not live_qemu_pids(os.path.join(node.data, "sandboxes", sid))
 
@@ -251,3 +253,56 @@ def test_two_sandboxes_get_different_uids(node):
         node.kill(a["id"])
         node.kill(b["id"])
 
+
+def test_serial_flood_leaves_console_log_capped(node, sandbox):
+    sid = sandbox["id"]
+    log = os.path.join(node.data, "sandboxes", sid, "console.log")
+    script = ("import os\nfd = os.open('/dev/ttyS0', os.O_WRONLY | os.O_NOCTTY)\n"
+              "line = b'flood-' + b'x' * 1017 + b'\\n'\n"
+              "for i in range(20 * 1024):\n    os.write(fd, line)\n"
+              "os.write(fd, b'flood-done\\n')\n")
+    t0 = time.monotonic()
+    res = node.exec(sid, "python3", "-c", script, user="root")
+    took = time.monotonic() - t0
+    assert res["exit_code"] == 0, res["stderr"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(log, "rb") as f:
+            data = f.read()
+        if data.rstrip().endswith(b"flood-done"):
+            break
+        time.sleep(0.2)
+    print(f"20 MiB to the serial port in {took:.1f} s; console.log {len(data)} bytes")
+    assert len(data) <= CONSOLE_MAX
+    assert os.path.getsize(log) <= CONSOLE_MAX
+    assert data.startswith(b"[space: earlier console output dropped]\n")
+    assert data.rstrip().endswith(b"flood-done")
+    # The guest and its agent are fine afterwards.
+    assert node.exec(sid, "echo", "ok")["stdout"] == b"ok\n"
+
+
+def test_console_survives_a_node_crash():
+    """The pump is not a thread of the node: after kill -9 of space-node and a restart that
+    re-attaches the sandbox, what the guest prints still lands in console.log."""
+    n = Node("hardcrash")
+    try:
+        n.start()
+        sb = n.create()
+        sid = sb["id"]
+        uid = UID_BASE + lease_of(sid)
+        n.crash()
+        n.start()
+        n.exec(sid, "/bin/sh", "-c", "echo after-the-crash > /dev/ttyS0", user="root")
+        log = os.path.join(n.data, "sandboxes", sid, "console.log")
+        deadline = time.monotonic() + 10
+        while b"after-the-crash" not in open(log, "rb").read() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert b"after-the-crash" in open(log, "rb").read()
+        n.kill(sid)
+        deadline = time.monotonic() + 10  # the orphaned pump is reaped by init, not by us
+        while processes_of_uid(uid, zombies=True) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert processes_of_uid(uid, zombies=True) == []
+        assert lease_of(sid) is None
+    finally:
+        n.destroy()
