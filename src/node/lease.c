@@ -69,7 +69,7 @@ static int lease_read(const char *dir, unsigned n, char *buf, size_t len)
     return 0;
 }
 
-/* Calls fn for each lease file; stops at the first nonzero return and returns it. */
+/* Calls fn for each lease file; stops at the first nonzero return and returns it. Under the lock. */
 static int lease_each(const char *dir, int (*fn)(unsigned n, const char *owner, void *u), void *u)
 {
     struct dirent *de;
@@ -82,6 +82,11 @@ static int lease_each(const char *dir, int (*fn)(unsigned n, const char *owner, 
     while (r == 0 && (de = readdir(d))) {
         char owner[OWNER_MAX + 1];
         uint32_t n;
+        if (strstr(de->d_name, ".tmp.")) {
+            /* Leases are written only under the lock we hold: this is a writer that died. */
+            (void)unlinkat(dirfd(d), de->d_name, 0);
+            continue;
+        }
         if (de->d_name[0] == '.' || parse_u32(de->d_name, &n) < 0) {
             continue;
         }

@@ -300,12 +300,22 @@ static int qemu_open_fds(const struct runtime_config *cfg, const char *qmp_path,
     return r;
 }
 
-/* uid = gid = NETSLOT_UID_BASE + the slot of the sandbox's netns (netslot.h). */
+/*
+ * uid = gid = NETSLOT_UID_BASE + the slot of the sandbox's netns (netslot.h),
+ * found by the netns name rather than cfg->id: the slot belongs to the netns.
+ */
 static int qemu_identity(const struct runtime_config *cfg, uid_t *ret_uid, gid_t *ret_groups,
                          size_t *ret_n_groups)
 {
+    const char *name = strrchr(cfg->netns_path, '/');
     unsigned slot;
-    int r = netslot_slot(cfg->id, &slot);
+    int r;
+
+    name = name ? name + 1 : cfg->netns_path;
+    if (strncmp(name, NETSLOT_NETNS_PREFIX, strlen(NETSLOT_NETNS_PREFIX)) != 0) {
+        return -EINVAL;
+    }
+    r = netslot_slot(name + strlen(NETSLOT_NETNS_PREFIX), &slot);
     if (r < 0) {
         return r;
     }

@@ -70,6 +70,17 @@ static void test_full_then_stale(void **state)
     assert_int_equal(lease_find(dir, "three", &n), 0);
 }
 
+static void test_dead_writers_leftovers_are_removed(void **state)
+{
+    char path[128];
+    unsigned n;
+    snprintf(path, sizeof(path), "%s/3.tmp.999", dir);
+    assert_int_equal(write_file_atomic(path, "x", 1), 0);
+    assert_int_equal(lease_acquire(dir, 4, "aaa", NULL, NULL, &n), 0);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(lease_release(dir, "aaa"), 0);
+}
+
 static void test_bad_owner(void **state)
 {
     unsigned n;
@@ -86,6 +97,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lowest_free_and_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_then_stale, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_writers_leftovers_are_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_owner, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
