@@ -9,8 +9,14 @@
  *
  * Only the host side of that namespace can reach the guest (the agent on
  * :49983); the namespace has no route anywhere else, so the default is no
- * network at all. Egress (veth to the gateway, nftables) comes with the
- * egress issue; its per-slot addresses will come from the link-local pool.
+ * network at all. Inside it: IPv4 forwarding off, IPv6 off on every device,
+ * and the nftables tables of nft.h (anti-spoofing on the tap, default drop
+ * for everything but guest <-> host side of the tap).
+ *
+ * Each namespace also holds a slot: a host-wide number (lease.h, under
+ * NETSLOT_LEASE_DIR) unique among live sandboxes of every node on the host.
+ * The VMM runs as uid = gid = NETSLOT_UID_BASE + slot; the egress issue will
+ * derive the slot's veth addresses from it.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,12 +31,19 @@
     "ip=" NETSLOT_GUEST_IP "::" NETSLOT_HOST_IP ":255.255.255.252:sandbox:eth0:off"
 
 #define NETSLOT_NETNS_PREFIX "space-"
+#define NETSLOT_LEASE_DIR "/run/space/slots"
+#define NETSLOT_MAX 65536u
+/* Above the usual /etc/subuid ranges (100000 + 65536 per user) of a few hundred users. */
+#define NETSLOT_UID_BASE 900000u
 
 /* Every `id` below is an instance id (instance.h), not a sandbox id. */
 /* /run/netns/space-<iid> into buf. */
 int netslot_netns_path(const char *id, char *buf, size_t n);
-/* Creates the namespace and its tap. Idempotent: an existing namespace is reused. */
+/* Creates the namespace, its tap, sysctls, nftables tables and slot lease.
+ * Idempotent: an existing namespace is completed and reused. */
 int netslot_create(const char *id);
-/* Deletes the namespace (and so the tap). Missing is success. */
+/* Deletes the namespace (and so the tap) and releases the slot. Missing is success. */
 int netslot_destroy(const char *id);
 bool netslot_exists(const char *id);
+/* The slot the sandbox's namespace holds, or -ENOENT. */
+int netslot_slot(const char *id, unsigned *ret);

@@ -30,6 +30,7 @@
 #include "basic/parse-util.h"
 #include "basic/socket-util.h"
 #include "node/clone.h"
+#include "node/console.h"
 #include "node/manager.h"
 #include "node/tunnel.h"
 
@@ -43,6 +44,7 @@ static unsigned arg_max_sandboxes = 64;
 static usec_t arg_max_exec_timeout = 3600 * USEC_PER_SEC;
 static unsigned arg_max_workers = 32;
 static unsigned arg_max_queue = 256;
+static uint32_t arg_console_log_max = CONSOLE_LOG_MAX_DEFAULT;
 static const char *arg_share_dir = NULL;
 static const char *arg_agent = NULL;
 static const char *arg_cache_dir = "/var/cache/space";
@@ -61,6 +63,7 @@ static void help(void)
            "                        ask for (default 3600)\n"
            "  --max-workers N       worker threads for blocking work (default 32)\n"
            "  --max-queue N         jobs waiting for a worker before 503 (default 256)\n"
+           "  --console-log-max B   cap of each sandbox's console.log (default 1048576)\n"
            "  --share-dir DIR       template recipes and tools/ (enables template builds)\n"
            "  --agent PATH          the space-agent binary templates get\n"
            "  --cache-dir DIR       template build cache (default /var/cache/space)\n"
@@ -80,6 +83,7 @@ static int parse_args(int argc, char **argv)
         { "max-exec-timeout", required_argument, NULL, 'E' },
         { "max-workers", required_argument, NULL, 'W' },
         { "max-queue", required_argument, NULL, 'Q' },
+        { "console-log-max", required_argument, NULL, 'c' },
         { "share-dir", required_argument, NULL, 'S' },
         { "agent", required_argument, NULL, 'A' },
         { "cache-dir", required_argument, NULL, 'C' },
@@ -134,6 +138,13 @@ static int parse_args(int argc, char **argv)
         case 'Q':
             if (parse_u32(optarg, &arg_max_queue) < 0 || arg_max_queue > 65536) {
                 return log_error_errno(-EINVAL, "invalid --max-queue '%s' (0..65536)", optarg);
+            }
+            break;
+        case 'c':
+            if (parse_u32(optarg, &arg_console_log_max) < 0 ||
+                arg_console_log_max < CONSOLE_LOG_MAX_MIN) {
+                return log_error_errno(-EINVAL, "invalid --console-log-max '%s' (minimum %u)",
+                                       optarg, CONSOLE_LOG_MAX_MIN);
             }
             break;
         case 'S':
@@ -253,6 +264,7 @@ int main(int argc, char **argv)
         .runtime = runtime_find(arg_runtime),
         .ready_timeout = arg_ready_timeout,
         .max_exec_timeout = arg_max_exec_timeout,
+        .console_log_max = arg_console_log_max,
     };
     struct manager_limits limits = { .workers = arg_max_workers, .queue = arg_max_queue };
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);

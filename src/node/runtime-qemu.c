@@ -14,6 +14,13 @@
  * bare pid, so a recycled pid can never be signalled.
  *
  * Per sandbox dir: qemu.pid, qmp.sock, console.log (serial), qemu.log (stderr).
+ *
+ * QEMU is confined (architecture.md "QEMU confined"): its own seccomp
+ * filter (-sandbox), and it runs as its netns slot's uid with no
+ * capabilities and no_new_privs. It opens no host path of ours: the node
+ * opens every file, attaches the tap and binds the QMP socket, and passes
+ * descriptors (struct qemu_fds). The serial port goes to the console pump
+ * (console.h), which keeps console.log capped.
  */
 #include "node/runtime.h"
 
@@ -26,8 +33,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <grp.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -38,6 +50,9 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
+#include "node/console.h"
+#include "node/netns.h"
+#include "node/netslot.h"
 #include "node/qmp.h"
 #include "shared/http-client.h"
 #include "shared/spawn.h"
@@ -48,6 +63,7 @@
 struct qemu_vm {
     struct runtime_vm base;
     pid_t pid;
+    pid_t console_pid; /* the console pump (console.h), when this process started it */
     int pidfd;
     char dir[PATH_MAX];
     char netns_path[PATH_MAX];
@@ -173,20 +189,176 @@ static int qemu_wait_qmp(struct qemu_vm *vm, const char *path)
     }
 }
 
+/*
+ * What QEMU gets as descriptors. It runs as its slot's uid with no
+ * capabilities, so it can open nothing of ours by path (the sandbox and
+ * template directories are root-only): the node opens every file and the
+ * tap, binds the QMP socket, and passes them (-add-fd, fd=, /proc/self/fd).
+ */
+struct qemu_fds {
+    int disk_rw, disk_ro; /* fdset 1: QEMU picks the access mode it needs */
+    int console;          /* fdset 2 */
+    int kernel, initrd;   /* read by path through /proc/self/fd/N */
+    int tap;              /* -netdev tap,fd=N */
+    int qmp;              /* listening socket, -chardev socket,fd=N */
+};
+
+static void qemu_fds_close(struct qemu_fds *f)
+{
+    f->disk_rw = close_safe(f->disk_rw);
+    f->disk_ro = close_safe(f->disk_ro);
+    f->console = close_safe(f->console);
+    f->kernel = close_safe(f->kernel);
+    f->initrd = close_safe(f->initrd);
+    f->tap = close_safe(f->tap);
+    f->qmp = close_safe(f->qmp);
+}
+
+/* The tap is attached from inside the sandbox's netns: a tun fd belongs to the netns it was opened in. */
+static int open_tap(const char *netns_path, const char *name, int *ret)
+{
+    struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR };
+    int saved, fd, r;
+
+    if (strlen(name) >= sizeof(ifr.ifr_name)) {
+        return -ENAMETOOLONG;
+    }
+    memcpy(ifr.ifr_name, name, strlen(name) + 1);
+    r = netns_enter(netns_path, &saved);
+    if (r < 0) {
+        return r;
+    }
+    fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+    r = fd < 0 ? -errno : NERRNO(ioctl(fd, TUNSETIFF, &ifr));
+    netns_leave(saved);
+    if (r < 0) {
+        close_safe(fd);
+        return r;
+    }
+    *ret = fd;
+    return 0;
+}
+
+static int listen_unix(const char *path, int *ret)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd, r;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    (void)unlink(path);
+    r = NERRNO(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+    if (r >= 0) {
+        r = NERRNO(listen(fd, 4));
+    }
+    if (r < 0) {
+        close_safe(fd);
+        return r;
+    }
+    *ret = fd;
+    return 0;
+}
+
+/* Kernel and initrd are reopened by QEMU through /proc/self/fd, which checks the file's own mode. */
+static int open_world_readable(const char *path, int *ret)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    if (fstat(fd, &st) < 0 || !(st.st_mode & S_IROTH)) {
+        log_warning("'%s' must be readable by others for the unprivileged VMM", path);
+        close_safe(fd);
+        return -EACCES;
+    }
+    *ret = fd;
+    return 0;
+}
+
+static int qemu_open_fds(const struct runtime_config *cfg, const char *qmp_path,
+                         struct qemu_fds *f)
+{
+    int r;
+
+    f->disk_rw = open(cfg->rootfs, O_RDWR | O_CLOEXEC);
+    f->disk_ro = open(cfg->rootfs, O_RDONLY | O_CLOEXEC);
+    if (f->disk_rw < 0 || f->disk_ro < 0) {
+        return -errno;
+    }
+    r = open_world_readable(cfg->kernel, &f->kernel);
+    if (r >= 0 && cfg->initrd) {
+        r = open_world_readable(cfg->initrd, &f->initrd);
+    }
+    if (r >= 0) {
+        r = open_tap(cfg->netns_path, cfg->tap, &f->tap);
+    }
+    if (r >= 0) {
+        r = listen_unix(qmp_path, &f->qmp);
+    }
+    return r;
+}
+
+/*
+ * uid = gid = NETSLOT_UID_BASE + the slot of the sandbox's netns (netslot.h),
+ * found by the netns name rather than cfg->id: the slot belongs to the netns.
+ */
+static int qemu_identity(const struct runtime_config *cfg, uid_t *ret_uid, gid_t *ret_groups,
+                         size_t *ret_n_groups)
+{
+    const char *name = strrchr(cfg->netns_path, '/');
+    unsigned slot;
+    int r;
+
+    name = name ? name + 1 : cfg->netns_path;
+    if (strncmp(name, NETSLOT_NETNS_PREFIX, strlen(NETSLOT_NETNS_PREFIX)) != 0) {
+        return -EINVAL;
+    }
+    r = netslot_slot(name + strlen(NETSLOT_NETNS_PREFIX), &slot);
+    if (r < 0) {
+        return r;
+    }
+    *ret_uid = NETSLOT_UID_BASE + slot;
+    *ret_n_groups = 0;
+    if (cfg->accel == RUNTIME_ACCEL_KVM) {
+        /* /dev/kvm is 0660 root:kvm; QEMU opens it by path. */
+        struct group gr, *found = NULL;
+        char buf[1024];
+        if (getgrnam_r("kvm", &gr, buf, sizeof(buf), &found) == 0 && found) {
+            ret_groups[(*ret_n_groups)++] = found->gr_gid;
+        }
+    }
+    return 0;
+}
+
 static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
 {
-    char machine[256], memory[32], smp[16], append[2048], console[PATH_MAX + 64], pidtext[48],
-        qmp_path[PATH_MAX],
-        pidfile[PATH_MAX], qmp[PATH_MAX + 64], drive[PATH_MAX + 64], netdev[128], netdevice[128],
-        logpath[PATH_MAX];
+    char machine[256], memory[32], smp[16], append[2048], pidtext[48], qmp_path[PATH_MAX],
+        pidfile[PATH_MAX], console_path[PATH_MAX], logpath[PATH_MAX], chardev_qmp[64],
+        netdev[128], netdevice[128], kernel[64], initrd[64], fd_disk_rw[PATH_MAX + 64],
+        fd_disk_ro[PATH_MAX + 64], fd_console[PATH_MAX + 64];
+    struct qemu_fds f = { -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF };
     struct qemu_vm *vm = NULL;
     int netns_fd = -EBADF, log_fd = -EBADF;
+    gid_t groups[1];
+    size_t n_groups;
+    uid_t uid;
     pid_t pid;
     int r;
 
     r = qemu_vm_new(cfg, &vm);
     if (r < 0) {
         return r;
+    }
+    r = qemu_identity(cfg, &uid, groups, &n_groups);
+    if (r < 0) {
+        goto fail;
     }
     unsigned long tsc = cfg->accel == RUNTIME_ACCEL_TCG ? host_tsc_khz() : 0;
     char tsc_args[96] = "";
@@ -204,20 +376,31 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
                  "console=ttyS0 quiet reboot=k panic=-1 root=/dev/vda rw rootfstype=ext4 "
                  "init=/usr/local/sbin/space-agent%s %s",
                  tsc_args, cfg->kernel_args ? cfg->kernel_args : "") >= (int)sizeof(append) ||
-        snprintf(console, sizeof(console), "file,id=ser0,path=%s/console.log", cfg->dir) >=
-            (int)sizeof(console) ||
-        snprintf(qmp, sizeof(qmp), "unix:%s/qmp.sock,server=on,wait=off", cfg->dir) >=
-            (int)sizeof(qmp) ||
-        snprintf(drive, sizeof(drive), "id=root,file=%s,format=raw,if=none,cache=unsafe",
-                 cfg->rootfs) >= (int)sizeof(drive) ||
         path_in(pidfile, sizeof(pidfile), cfg->dir, "qemu.pid") < 0 ||
         path_in(qmp_path, sizeof(qmp_path), cfg->dir, "qmp.sock") < 0 ||
+        path_in(console_path, sizeof(console_path), cfg->dir, "console.log") < 0 ||
         path_in(logpath, sizeof(logpath), cfg->dir, "qemu.log") < 0) {
         r = -ENAMETOOLONG;
         goto fail;
     }
-    snprintf(netdev, sizeof(netdev), "tap,id=n0,ifname=%s,script=no,downscript=no,vhost=off",
-             cfg->tap);
+    r = qemu_open_fds(cfg, qmp_path, &f);
+    if (r >= 0) {
+        r = console_start(console_path,
+                          cfg->console_log_max ? cfg->console_log_max : CONSOLE_LOG_MAX_DEFAULT,
+                          uid, uid, &f.console, &vm->console_pid);
+    }
+    if (r < 0) {
+        goto fail;
+    }
+    /* opaque= names each descriptor's file: for people, and it keeps the sandbox dir on the
+     * command line, which attach() checks. */
+    snprintf(fd_disk_rw, sizeof(fd_disk_rw), "fd=%d,set=1,opaque=%s", f.disk_rw, cfg->rootfs);
+    snprintf(fd_disk_ro, sizeof(fd_disk_ro), "fd=%d,set=1,opaque=%s", f.disk_ro, cfg->rootfs);
+    snprintf(fd_console, sizeof(fd_console), "fd=%d,set=2,opaque=%s", f.console, console_path);
+    snprintf(kernel, sizeof(kernel), "/proc/self/fd/%d", f.kernel);
+    snprintf(initrd, sizeof(initrd), "/proc/self/fd/%d", f.initrd);
+    snprintf(chardev_qmp, sizeof(chardev_qmp), "socket,id=qmp,fd=%d,server=on,wait=off", f.qmp);
+    snprintf(netdev, sizeof(netdev), "tap,id=n0,fd=%d,vhost=off", f.tap);
     snprintf(netdevice, sizeof(netdevice), "virtio-net-device,netdev=n0,mac=%s", cfg->mac);
 
     const char *argv[] = {
@@ -226,15 +409,21 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
         "-cpu", cfg->accel == RUNTIME_ACCEL_KVM ? "host" : "qemu64",
         "-m", memory, "-smp", smp,
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-        "-chardev", console, "-serial", "chardev:ser0",
-        "-qmp", qmp,
-        "-kernel", cfg->kernel, "-append", append,
-        "-drive", drive, "-device", "virtio-blk-device,drive=root",
+        /* seccomp: no obsolete syscalls, no set*id, no fork/exec, no scheduler/affinity changes */
+        "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+        "-add-fd", fd_disk_rw, "-add-fd", fd_disk_ro, "-add-fd", fd_console,
+        /* the console pump's pipe (console.h); append=on: QEMU must not try to truncate it */
+        "-chardev", "file,id=ser0,path=/dev/fdset/2,append=on", "-serial", "chardev:ser0",
+        "-chardev", chardev_qmp, "-mon", "chardev=qmp,mode=control",
+        "-kernel", kernel, "-append", append,
+        "-drive", "id=root,file=/dev/fdset/1,format=raw,if=none,cache=unsafe",
+        "-device", "virtio-blk-device,drive=root",
         "-netdev", netdev, "-device", netdevice,
         "-device", "virtio-rng-device",
-        cfg->initrd ? "-initrd" : NULL, cfg->initrd,
+        cfg->initrd ? "-initrd" : NULL, initrd,
         NULL,
     };
+    const int pass[] = { f.disk_rw, f.disk_ro, f.console, f.kernel, f.tap, f.qmp, f.initrd };
 
     netns_fd = open(cfg->netns_path, O_RDONLY | O_CLOEXEC);
     if (netns_fd < 0) {
@@ -249,8 +438,12 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
     struct spawn_opts opts = {
         .argv = argv, .stdin_fd = -1, .stdout_fd = log_fd, .stderr_fd = log_fd,
         .netns_fd = netns_fd, .new_session = true,
+        .pass_fds = pass, .n_pass_fds = ARRAY_SIZE(pass) - (cfg->initrd ? 0 : 1),
+        .drop_privileges = true, .uid = uid, .gid = uid, .groups = groups, .n_groups = n_groups,
     };
     r = spawn_start(&opts, &pid);
+    /* Ours are copies: QEMU holds its own now, and the QMP listener must die with QEMU. */
+    qemu_fds_close(&f);
     if (r < 0) {
         goto fail;
     }
@@ -280,6 +473,8 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
     *ret = &vm->base;
     return 0;
 fail:
+    qemu_fds_close(&f); /* the pump sees EOF */
+    console_reap(vm->console_pid);
     close_safe(netns_fd);
     close_safe(log_fd);
     free(vm);
@@ -380,6 +575,8 @@ static int qemu_stop(struct runtime_vm *base)
     /* Reap it if it is our child (we are its subreaper); ECHILD after a node restart is fine. */
     (void)waitpid(vm->pid, NULL, WNOHANG);
     vm->pidfd = close_safe(vm->pidfd);
+    console_reap(vm->console_pid);
+    vm->console_pid = 0;
     return 0;
 }
 

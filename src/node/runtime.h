@@ -9,6 +9,7 @@
  * Firecracker comes later behind the same ops.
  */
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -41,6 +42,7 @@ struct runtime_config {
     const char *kernel_args; /* appended to the runtime's own command line */
     unsigned vcpus;
     unsigned memory_mib;
+    size_t console_log_max;   /* cap of console.log in bytes; 0: CONSOLE_LOG_MAX_DEFAULT */
     enum runtime_accel accel; /* resolved: KVM or TCG, never AUTO */
     /* attach() only: the VMM the instance record names (0: fall back to the runtime's
      * own pidfile, for a crash before the record had it). */

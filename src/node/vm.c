@@ -170,6 +170,7 @@ static int vm_runtime_config(const struct vm_host *host, const struct instance_r
         .guest_ip = NETSLOT_GUEST_IP, .kernel_args = NETSLOT_KERNEL_IP_ARG,
         .vcpus = rec->vcpus, .memory_mib = rec->memory_mib, .accel = host->accel,
         .pid = rec->pid, .pid_start_time = rec->pid_start_time,
+        .console_log_max = host->console_log_max,
     };
     return 0;
 }

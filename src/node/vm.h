@@ -29,6 +29,7 @@ struct vm_host {
     enum runtime_accel accel;  /* resolved */
     usec_t ready_timeout;      /* guest boot to agent ready */
     usec_t max_exec_timeout;   /* deadline of an exec that names none; caps those that do */
+    size_t console_log_max;    /* cap of each console.log (console.h) */
 };
 
 struct vm_timing {

@@ -16,6 +16,21 @@ struct spawn_opts {
     int stderr_fd;            /* -1: /dev/null */
     int netns_fd;             /* -1: stay in our network namespace */
     bool new_session;         /* setsid(): not killed with our terminal's process group */
+    /* Kept open across exec under the same numbers (each must be >= 3); all else is closed. */
+    const int *pass_fds;
+    size_t n_pass_fds;
+    /*
+     * Run as uid/gid with only `groups` as supplementary groups, no
+     * capabilities in any set (the bounding set emptied, so nothing the child
+     * execs can regain one), securebits locked so uid 0 means nothing to it,
+     * and no_new_privs. Needs root; the child refuses to exec (status 127, a
+     * line on its stderr) if any step fails.
+     */
+    bool drop_privileges;
+    uid_t uid;
+    gid_t gid;
+    const gid_t *groups;
+    size_t n_groups;
 };
 
 /* Forks and execs; the child's exec failure shows as exit status 127. */
