@@ -6,8 +6,16 @@
  * before the colon, control bytes in values, duplicate Host or routing
  * headers, Content-Length together with Transfer-Encoding, conflicting
  * Content-Lengths and transfer codings other than a single "chunked" are
- * all refused. Lenient where it costs nothing: bare LF line ends (the head
- * we forward always uses CRLF) and empty lines before the request line.
+ * all refused, and so are a second Content-Length (even an equal one), a
+ * line end other than CRLF and a CR anywhere else (RFC 9112 2.2 lets a
+ * recipient accept bare LF; a proxy must not, since the next hop may read it
+ * differently). Lenient only where it costs nothing: up to two empty lines
+ * before the request line.
+ *
+ * The property the fuzzer checks: a head we accept and rewrite parses again,
+ * with this parser, to the same request (same framing, same routing). So the
+ * rewrite refuses (-E2BIG) rather than produce a head past the field or size
+ * caps.
  *
  * Chunked bodies are followed by a byte-at-a-time state machine that only
  * counts (ingress_head_body_feed()); the bytes are forwarded unchanged.
@@ -76,7 +84,8 @@ static struct ingress_head_span trim_ows(struct ingress_head_span s)
 
 /*
  * Takes the next line from [*pos, end): *ret is the line without its LF or
- * CRLF. Returns false when no LF is left.
+ * CRLF. Returns false when no LF is left. Lenient about line ends: only for
+ * finding where a head ends; parsing uses next_line_strict().
  */
 static bool next_line(const char **pos, const char *end, struct ingress_head_span *ret)
 {
@@ -94,13 +103,29 @@ static bool next_line(const char **pos, const char *end, struct ingress_head_spa
     return true;
 }
 
+/*
+ * Like next_line(), but the line must end in CRLF and hold no other CR.
+ * Returns 1, 0 when no LF is left, or -EBADMSG.
+ */
+static int next_line_strict(const char **pos, const char *end, struct ingress_head_span *ret)
+{
+    const char *start = *pos;
+
+    if (!next_line(pos, end, ret)) {
+        return 0;
+    }
+    /* next_line() dropped one CR before the LF: it must have been there. */
+    if (*pos - start != (ptrdiff_t)ret->n + 2 || memchr(ret->p, '\r', ret->n)) {
+        return -EBADMSG;
+    }
+    return 1;
+}
+
 /* Skips at most two empty lines before a start line (RFC 9112 2.2: at least one). */
 static const char *skip_empty_lines(const char *p, const char *end)
 {
     for (int i = 0; i < 2 && p < end; i++) {
-        if (*p == '\n') {
-            p++;
-        } else if (*p == '\r' && p + 1 < end && p[1] == '\n') {
+        if (*p == '\r' && p + 1 < end && p[1] == '\n') {
             p += 2;
         } else {
             break;
@@ -296,7 +321,7 @@ int ingress_head_parse_request(const char *buf, size_t len, struct ingress_head_
     if (len > INGRESS_HEAD_MAX) {
         return -E2BIG;
     }
-    if (!next_line(&p, end, &line)) {
+    if (next_line_strict(&p, end, &line) <= 0) {
         return -EBADMSG;
     }
     r = parse_request_line(line, &req);
@@ -304,8 +329,8 @@ int ingress_head_parse_request(const char *buf, size_t len, struct ingress_head_
         return r;
     }
     for (;;) {
-        if (!next_line(&p, end, &line)) {
-            return -EBADMSG; /* no empty line */
+        if (next_line_strict(&p, end, &line) <= 0) {
+            return -EBADMSG; /* no empty line, or a bad line end */
         }
         if (line.n == 0) {
             break;
@@ -346,11 +371,9 @@ int ingress_head_parse_request(const char *buf, size_t len, struct ingress_head_
             }
             req.chunked = true;
         } else if (span_eq_ci(name, "Content-Length")) {
-            uint64_t n;
-            r = parse_content_length(value, &n);
-            if (r >= 0 && req.has_content_length && n != req.content_length) {
-                r = -EBADMSG;
-            }
+            uint64_t n = 0;
+            /* Even an equal second one: the next hop may combine them into "5, 5". */
+            r = req.has_content_length ? -EBADMSG : parse_content_length(value, &n);
             req.has_content_length = true;
             req.content_length = n;
         }
@@ -644,11 +667,16 @@ static bool is_hop_by_hop(struct ingress_head_span name, bool keep_upgrade)
            (!keep_upgrade && (span_eq_ci(name, "Connection") || span_eq_ci(name, "Upgrade")));
 }
 
-/* Copies the start line and every field line not dropped by drop(), with CRLF line ends. */
+/*
+ * Copies the start line and every field line but the hop-by-hop ones, with
+ * CRLF line ends. -E2BIG when the result would exceed the field or size
+ * caps: what we forward must parse again (see the top of the file).
+ */
 static int rewrite_head(const char *buf, size_t len, bool keep_upgrade, struct strbuf *out)
 {
     const char *end = buf + len, *p = skip_empty_lines(buf, end);
     struct ingress_head_span line, name, value;
+    size_t start = out->len, fields = 0;
     int r;
 
     if (!next_line(&p, end, &line)) {
@@ -662,16 +690,21 @@ static int rewrite_head(const char *buf, size_t len, bool keep_upgrade, struct s
         if (split_field(line, &name, &value) < 0 || is_hop_by_hop(name, keep_upgrade)) {
             continue;
         }
+        fields++;
         r = strbuf_append(out, line.p, line.n);
         if (r >= 0) {
             r = strbuf_append(out, "\r\n", 2);
         }
     }
     if (r >= 0 && !keep_upgrade) {
+        fields++;
         r = strbuf_appends(out, "Connection: close\r\n");
     }
     if (r >= 0) {
         r = strbuf_append(out, "\r\n", 2);
+    }
+    if (r >= 0 && (fields > INGRESS_HEAD_MAX_FIELDS || out->len - start > INGRESS_HEAD_MAX)) {
+        r = -E2BIG;
     }
     return r < 0 ? r : 0;
 }
@@ -688,9 +721,10 @@ int ingress_head_parse_response(const char *buf, size_t len, struct ingress_head
     const char *p = buf, *end = buf + len;
     struct ingress_head_response resp = { .head_len = len };
     uint32_t status = 0;
+    size_t fields = 0;
     bool has_te = false;
 
-    if (len > INGRESS_HEAD_MAX || !next_line(&p, end, &line) || line.n < 12 ||
+    if (len > INGRESS_HEAD_MAX || next_line_strict(&p, end, &line) <= 0 || line.n < 12 ||
         memcmp(line.p, "HTTP/1.", 7) != 0 || !is_digit(line.p[7]) || line.p[8] != ' ' ||
         (line.n > 12 && line.p[12] != ' ')) {
         return -EBADMSG;
@@ -704,15 +738,23 @@ int ingress_head_parse_response(const char *buf, size_t len, struct ingress_head
     if (status < 100 || status > 599) {
         return -EBADMSG;
     }
+    /* reason-phrase: HTAB, SP, VCHAR, obs-text (RFC 9112 4). */
+    for (size_t i = 13; i < line.n; i++) {
+        unsigned char c = (unsigned char)line.p[i];
+        if (c != '\t' && (c < 0x20 || c == 0x7f)) {
+            return -EBADMSG;
+        }
+    }
     for (;;) {
-        if (!next_line(&p, end, &line)) {
+        if (next_line_strict(&p, end, &line) <= 0) {
             return -EBADMSG;
         }
         if (line.n == 0) {
             break;
         }
-        if (split_field(line, &name, &value) < 0) {
-            return -EBADMSG;
+        if (line.p[0] == ' ' || line.p[0] == '\t' ||
+            ++fields > INGRESS_HEAD_MAX_FIELDS || split_field(line, &name, &value) < 0) {
+            return -EBADMSG; /* obs-fold, too many fields, malformed */
         }
         if (span_eq_ci(name, "Transfer-Encoding")) {
             /* Framing is chunked when chunked is the last coding (RFC 9112 6.3). */
@@ -726,8 +768,7 @@ int ingress_head_parse_response(const char *buf, size_t len, struct ingress_head
             resp.chunked = span_eq_ci(last, "chunked");
         } else if (span_eq_ci(name, "Content-Length")) {
             uint64_t n;
-            if (parse_content_length(value, &n) < 0 ||
-                (resp.has_content_length && n != resp.content_length)) {
+            if (resp.has_content_length || parse_content_length(value, &n) < 0) {
                 return -EBADMSG;
             }
             resp.has_content_length = true;
@@ -795,18 +836,29 @@ static int hex_value(char c)
     return -1;
 }
 
-/* A chunk-size or trailer line: any byte but NUL, a CR only right before the LF. */
+/*
+ * The rest of a chunk-size line (extensions) or a trailer line: HTAB and
+ * visible bytes, ended by CRLF; a CR anywhere else or a bare LF is refused.
+ */
 static int line_byte(struct ingress_head_body *b, char c, int next_state)
 {
-    if (c == '\n') {
+    unsigned char u = (unsigned char)c;
+
+    if (b->cr) {
+        if (c != '\n') {
+            return -EBADMSG;
+        }
         b->state = next_state;
         b->cr = false;
         return 0;
     }
-    if (b->cr || c == '\0' || ++b->line_len > CHUNK_LINE_MAX) {
+    if (c == '\r') {
+        b->cr = true;
+        return 0;
+    }
+    if ((u != '\t' && (u < 0x20 || u == 0x7f)) || ++b->line_len > CHUNK_LINE_MAX) {
         return -EBADMSG;
     }
-    b->cr = c == '\r';
     return 0;
 }
 
@@ -825,8 +877,8 @@ static int chunk_byte(struct ingress_head_body *b, char c)
             b->remaining = b->remaining * 16 + (uint64_t)h;
             return 0;
         }
-        /* After the digits: whitespace, ';' extensions, or the line end. */
-        if (b->digits == 0 || (c != ';' && c != ' ' && c != '\t' && c != '\r' && c != '\n')) {
+        /* After the digits: ';' extensions or CRLF; no whitespace (RFC 9112 7.1). */
+        if (b->digits == 0 || (c != ';' && c != '\r')) {
             return -EBADMSG;
         }
         b->state = CHUNK_SIZE_TAIL;
@@ -835,15 +887,10 @@ static int chunk_byte(struct ingress_head_body *b, char c)
     case CHUNK_SIZE_TAIL:
         return line_byte(b, c, b->remaining > 0 ? CHUNK_DATA : CHUNK_TRAILER_START);
     case CHUNK_DATA_CR:
-        if (c == '\r') {
-            b->state = CHUNK_DATA_LF;
-            return 0;
-        }
-        if (c != '\n') {
+        if (c != '\r') {
             return -EBADMSG;
         }
-        b->state = CHUNK_SIZE;
-        b->digits = 0;
+        b->state = CHUNK_DATA_LF;
         return 0;
     case CHUNK_DATA_LF:
         if (c != '\n') {
@@ -853,15 +900,12 @@ static int chunk_byte(struct ingress_head_body *b, char c)
         b->digits = 0;
         return 0;
     case CHUNK_TRAILER_START:
-        if (c == '\n') {
-            b->done = true;
-            return 0;
-        }
         if (c == '\r') {
             b->state = CHUNK_LAST_LF;
             return 0;
         }
-        if (++b->trailer_lines > CHUNK_TRAILER_LINES_MAX) {
+        /* A trailer field starts with its name: no obs-fold, no bare LF. */
+        if (!is_tchar((unsigned char)c) || ++b->trailer_lines > CHUNK_TRAILER_LINES_MAX) {
             return -EBADMSG;
         }
         b->state = CHUNK_TRAILER_LINE;

@@ -19,7 +19,7 @@
 #include "shared/sandbox-id.h"
 
 #define INGRESS_HEAD_MAX (64u * 1024) /* request or response head, empty line included */
-#define INGRESS_HEAD_MAX_FIELDS 256   /* header lines in a request head */
+#define INGRESS_HEAD_MAX_FIELDS 256   /* header lines in a request or response head */
 
 /* A run of bytes inside a head; not NUL-terminated. p is NULL when absent. */
 struct ingress_head_span {
@@ -48,8 +48,9 @@ struct ingress_head_request {
 
 /*
  * Looks for the end of a head (the first empty line; up to two empty lines
- * before the request line are skipped, RFC 9112 2.2). Lines may end in CRLF
- * or LF. Returns the head's length including the empty line, or 0 while it
+ * before the request line are skipped, RFC 9112 2.2). Any LF ends a line
+ * here, so a head with bare LF ends is found (and then refused by the
+ * parsers, which want CRLF). Returns the head's length including the empty line, or 0 while it
  * is incomplete. resume (may be NULL) makes repeated calls on a growing
  * buffer linear: start it at 0 and pass it back unchanged each time.
  */
@@ -87,10 +88,12 @@ bool ingress_head_query_has(const struct ingress_head_request *req, const char *
 bool ingress_head_span_eq(struct ingress_head_span span, const char *s);
 
 /*
- * Appends the head to forward upstream. Line ends become CRLF. For an
- * upgrade request every field is kept; otherwise Connection, Keep-Alive,
- * Proxy-Connection and Upgrade are dropped and "Connection: close" is added
- * (one request per connection). Returns 0 or -E2BIG / -ENOMEM from out.
+ * Appends the head to forward upstream. For an upgrade request every field
+ * is kept; otherwise Connection, Keep-Alive, Proxy-Connection and Upgrade
+ * are dropped and "Connection: close" is added (one request per upstream
+ * connection). The result parses again to the same request; -E2BIG when it
+ * would exceed INGRESS_HEAD_MAX or INGRESS_HEAD_MAX_FIELDS. Returns 0,
+ * -E2BIG or -ENOMEM.
  */
 int ingress_head_rewrite_request(const char *buf, const struct ingress_head_request *req,
                                  struct strbuf *out);
@@ -108,7 +111,7 @@ struct ingress_head_response {
  * Parses a complete response head (len from ingress_head_find_end()): an
  * HTTP/1.x status line and well-formed field lines, with its framing.
  * Returns 0 or -EBADMSG (also for Content-Length together with
- * Transfer-Encoding, or conflicting lengths); *ret is written only on
+ * Transfer-Encoding, or a second Content-Length); *ret is written only on
  * success.
  */
 int ingress_head_parse_response(const char *buf, size_t len, struct ingress_head_response *ret);

@@ -50,7 +50,7 @@ static void test_ingress_head_find_end(void **state)
         assert_int_equal(ingress_head_find_end(h, i, &resume), 0);
     }
     assert_int_equal(ingress_head_find_end(h, strlen(h), &resume), strlen(h) - 4);
-    /* Bare LF, and leading empty lines. */
+    /* Bare LF ends are found (so they can be refused), and leading empty lines. */
     assert_int_equal(ingress_head_find_end("GET / HTTP/1.1\nHost: x\n\n", 24, NULL), 24);
     assert_int_equal(ingress_head_find_end("\r\nGET / HTTP/1.0\r\n\r\n", 20, NULL), 20);
     assert_int_equal(ingress_head_find_end("GET / HTTP/1.1\r\nHost: x\r\n", 25, NULL), 0);
@@ -130,10 +130,21 @@ static void test_ingress_head_fields(void **state)
                            "Content-Length: 2\r\n\r\n",
                            &req),
                      -EBADMSG);
+    /* Even an equal second Content-Length (RFC 9112 6.3 allows merging; a proxy must not). */
     assert_int_equal(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n"
                            "Content-Length: 2\r\n\r\n",
                            &req),
-                     0);
+                     -EBADMSG);
+    assert_int_equal(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nX-J: 1\r\n"
+                           "Content-Length: 2\r\n\r\n",
+                           &req),
+                     -EBADMSG);
+    assert_int_equal(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2, 2\r\n\r\n", &req),
+                     -EBADMSG);
+    assert_int_equal(parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+                           "Content-Length: 2\r\n\r\n",
+                           &req),
+                     -EBADMSG);
     assert_int_equal(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +2\r\n\r\n", &req),
                      -EBADMSG);
     assert_int_equal(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999"
@@ -203,6 +214,67 @@ static void test_ingress_head_oversized(void **state)
     /* A head that only ends past the cap is found, but refused by the parser. */
     assert_int_equal(ingress_head_find_end(text, len, NULL), len);
     assert_int_equal(ingress_head_parse_request(text, len, &req), -E2BIG);
+    free(text);
+}
+
+/* Line ends: CRLF only, no CR anywhere else (a proxy must not guess, RFC 9112 2.2). */
+static void test_ingress_head_strict_lines(void **state)
+{
+    struct ingress_head_request req;
+
+    assert_int_equal(parse("GET / HTTP/1.1\nHost: x\n\n", &req), -EBADMSG);
+    assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\n\r\n", &req), -EBADMSG);
+    assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\n\n", &req), -EBADMSG);
+    assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nX: a\rb\r\n\r\n", &req), -EBADMSG);
+    assert_int_equal(parse("GET /\r HTTP/1.1\r\nHost: x\r\n\r\n", &req), -EBADMSG);
+    assert_int_equal(parse("GET / HTTP/1.1\r\r\nHost: x\r\n\r\n", &req), -EBADMSG);
+    /* A bare LF before the request line is an empty head, and refused. */
+    assert_int_equal(ingress_head_find_end("\nGET / HTTP/1.1\r\n\r\n", 19, NULL), 1);
+    assert_int_equal(ingress_head_parse_request("\n", 1, &req), -EBADMSG);
+    assert_int_equal(parse("\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", &req), 0);
+    assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nX:\0\r\n\r\n", &req), -EAGAIN);
+}
+
+/*
+ * What fuzz-ingress-head found: a head at the field cap, with junk fields
+ * and repeated Content-Lengths, whose rewrite (+ Connection: close) the
+ * parser then refused. The rewrite now refuses instead, and what it does
+ * forward parses to the same request.
+ */
+static void test_ingress_head_rewrite_reparses(void **state)
+{
+    struct ingress_head_request req, again;
+    struct strbuf sb = STRBUF_INIT;
+    char *text = malloc(INGRESS_HEAD_MAX);
+    size_t n = 0;
+
+    assert_non_null(text);
+    n += (size_t)snprintf(text + n, INGRESS_HEAD_MAX - n, "GET / HTTP/1.1\r\nHost: h\r\n");
+    for (int i = 0; i < INGRESS_HEAD_MAX_FIELDS - 1; i++) {
+        n += (size_t)snprintf(text + n, INGRESS_HEAD_MAX - n, "x:\r\n");
+    }
+    n += (size_t)snprintf(text + n, INGRESS_HEAD_MAX - n, "\r\n");
+    assert_int_equal(parse(text, &req), 0);
+    strbuf_init(&sb, 2 * INGRESS_HEAD_MAX);
+    assert_int_equal(ingress_head_rewrite_request(text, &req, &sb), -E2BIG);
+    strbuf_release(&sb);
+
+    /* One field fewer fits, and re-parses the same. */
+    n = 0;
+    n += (size_t)snprintf(text + n, INGRESS_HEAD_MAX - n,
+                          "POST /p?q HTTP/1.1\r\nHost: h\r\nContent-Length: 7\r\n");
+    for (int i = 0; i < INGRESS_HEAD_MAX_FIELDS - 3; i++) {
+        n += (size_t)snprintf(text + n, INGRESS_HEAD_MAX - n, "x:\r\n");
+    }
+    n += (size_t)snprintf(text + n, INGRESS_HEAD_MAX - n, "Connection: x\r\n\r\n");
+    assert_int_equal(parse(text, &req), 0);
+    strbuf_init(&sb, 2 * INGRESS_HEAD_MAX);
+    assert_int_equal(ingress_head_rewrite_request(text, &req, &sb), 0);
+    assert_int_equal(ingress_head_find_end(sb.buf, sb.len, NULL), sb.len);
+    assert_int_equal(ingress_head_parse_request(sb.buf, sb.len, &again), 0);
+    assert_true(again.has_content_length && again.content_length == 7);
+    assert_true(ingress_head_span_eq(again.target, "/p?q"));
+    strbuf_release(&sb);
     free(text);
 }
 
@@ -379,8 +451,8 @@ static char *rewrite(const char *text)
 
 static void test_ingress_head_rewrite(void **state)
 {
-    char *out = rewrite("POST /x HTTP/1.1\nHost: h\nConnection: keep-alive\nKeep-Alive: 5\n"
-                        "Upgrade: h2c\nX-A: 1\n\n");
+    char *out = rewrite("POST /x HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\n"
+                        "Keep-Alive: 5\r\nUpgrade: h2c\r\nX-A: 1\r\n\r\n");
     assert_string_equal(out, "POST /x HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nConnection: close\r\n\r\n");
     free(out);
 
@@ -410,8 +482,14 @@ static void test_ingress_head_response(void **state)
     assert_int_equal(r.status, 101);
     RESP("HTTP/1.0 204\r\n\r\n", 0);
     assert_int_equal(r.status, 204);
-    RESP("HTTP/1.1 100 Continue\n\n", 0);
+    RESP("HTTP/1.1 100 Continue\r\n\r\n", 0);
     assert_int_equal(r.status, 100);
+    RESP("HTTP/1.1 100 Continue\n\n", -EBADMSG);
+    RESP("HTTP/1.1 200 OK\r\nX: 1\n\r\n", -EBADMSG);
+    RESP("HTTP/1.1 200 O\rK\r\n\r\n", -EBADMSG);
+    RESP("HTTP/1.1 200 O\001K\r\n\r\n", -EBADMSG);
+    RESP("HTTP/1.1 200 OK\r\nX: 1\r\n folded\r\n\r\n", -EBADMSG);
+    RESP("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", -EBADMSG);
     RESP("HTTP/1.1 099 Low\r\n\r\n", -EBADMSG);
     RESP("HTTP/1.1 600 High\r\n\r\n", -EBADMSG);
     RESP("HTTP/2 200\r\n\r\n", -EBADMSG);
@@ -518,14 +596,12 @@ static void test_ingress_head_body(void **state)
         assert_int_equal(feed_all(&b, buf, bytewise), (ssize_t)strlen(chunked));
         assert_true(b.done);
     }
-    ingress_head_body_init(&b, &req);
-    assert_int_equal(feed_all(&b, "3\nabc\n0\n\n", false), 9); /* bare LF */
-    assert_true(b.done);
-
-    /* Broken framing. */
+    /* Broken framing, bare LF and whitespace included (strict: RFC 9112 7.1). */
     static const char *const bad[] = {
-        "x\r\n",        "\r\n", "5\r\nhelloX", "1x\r\n", "1\r\r\n", "10000000000000000\r\n",
-        "0\r\nX\r\r\n",
+        "x\r\n",          "\r\n",           "5\r\nhelloX",    "1x\r\n",
+        "1\r\r\n",        "10000000000000000\r\n",             "0\r\nX\r\r\n",
+        "3\nabc\n0\n\n",   "3\r\nabc\n",      "3 \r\nabc\r\n",  "0\r\n\n",
+        "0\r\n folded\r\n", "1;a\001\r\nx\r\n", "0\r\nX: 1\n\r\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ingress_head_body_init(&b, &req);
@@ -541,6 +617,8 @@ int main(void)
         cmocka_unit_test(test_ingress_head_fields),
         cmocka_unit_test(test_ingress_head_too_many_fields),
         cmocka_unit_test(test_ingress_head_oversized),
+        cmocka_unit_test(test_ingress_head_strict_lines),
+        cmocka_unit_test(test_ingress_head_rewrite_reparses),
         cmocka_unit_test(test_ingress_head_route_by_host),
         cmocka_unit_test(test_ingress_head_route_by_headers),
         cmocka_unit_test(test_ingress_head_accept),
