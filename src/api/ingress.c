@@ -18,7 +18,7 @@
  * In PROXY each direction has a mode:
  *
  *   client -> sandbox (up):   HOLD  upgrade request: nothing until the response is known
- *                             BODY  the request body, counted by ingress_head_body_feed()
+ *                             BODY  the request body, counted by http1_body_feed()
  *                             DISCARD  after the request: read and dropped
  *                             RAW   after 101 Switching Protocols: everything
  *   sandbox -> client (down): HEAD  response heads: 1xx passed on, the final one
@@ -29,7 +29,7 @@
  *                                   closed even if it would keep the connection
  *
  * Heads are copied out of libevent's buffers into a per-direction buffer of
- * at most INGRESS_HEAD_MAX bytes and scanned incrementally, so a client or
+ * at most HTTP1_HEAD_MAX bytes and scanned incrementally, so a client or
  * guest sending a byte at a time costs linear work. Bodies are never copied:
  * evbuffer chains move from one side's input to the other's output. When an
  * output holds INGRESS_HIGH_WATER bytes we stop reading its source until it
@@ -55,6 +55,7 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -103,8 +104,8 @@ struct ingress_conn {
     bool upgrade;                  /* the request asks for a protocol switch */
     bool sent_response;            /* response bytes went to the client: no error page any more */
     bool head_request;             /* HEAD: the response has no body */
-    struct ingress_head_body body; /* the request's */
-    struct ingress_head_body resp_body; /* the final response's */
+    struct http1_body body; /* the request's */
+    struct http1_body resp_body; /* the final response's */
     struct headbuf head;                /* request head, then the response heads */
     struct strbuf forward;              /* request head to send once the tunnel is open */
     bool client_eof, upstream_eof, client_shut, upstream_shut;
@@ -130,10 +131,10 @@ static void headbuf_reset(struct headbuf *h)
     *h = (struct headbuf){ 0 };
 }
 
-/* Moves up to INGRESS_HEAD_MAX - h->len bytes from in. Returns 0 or -ENOMEM. */
+/* Moves up to HTTP1_HEAD_MAX - h->len bytes from in. Returns 0 or -ENOMEM. */
 static int headbuf_fill(struct headbuf *h, struct evbuffer *in)
 {
-    size_t want = MIN(evbuffer_get_length(in), (size_t)INGRESS_HEAD_MAX - h->len);
+    size_t want = MIN(evbuffer_get_length(in), (size_t)HTTP1_HEAD_MAX - h->len);
 
     if (want == 0) {
         return 0;
@@ -143,7 +144,7 @@ static int headbuf_fill(struct headbuf *h, struct evbuffer *in)
         while (n < h->len + want) {
             n *= 2;
         }
-        n = MIN(n, (size_t)INGRESS_HEAD_MAX);
+        n = MIN(n, (size_t)HTTP1_HEAD_MAX);
         char *p = realloc(h->buf, n);
         if (!p) {
             return -ENOMEM;
@@ -275,7 +276,7 @@ static int error_body(const struct ingress_conn *c, int status, const char *mess
     return r;
 }
 
-static bool secret_equal(struct ingress_head_span got, const char *want)
+static bool secret_equal(struct http1_span got, const char *want)
 {
     size_t n = strlen(want);
     unsigned char diff = got.n != n;
@@ -525,7 +526,7 @@ static void up_pump(struct ingress_conn *c)
             if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
                 break;
             }
-            ssize_t n = ingress_head_body_feed(&c->body, v.iov_base, v.iov_len);
+            ssize_t n = http1_body_feed(&c->body, v.iov_base, v.iov_len, NULL, NULL);
             if (n < 0) {
                 if (!c->sent_response) {
                     conn_reply(c, 400, "malformed chunked request body", false, NULL);
@@ -580,7 +581,7 @@ static void response_done(struct ingress_conn *c)
 }
 
 /* The final (non-1xx) response head is complete in c->head. */
-static int down_final_head(struct ingress_conn *c, const struct ingress_head_response *resp)
+static int down_final_head(struct ingress_conn *c, const struct http1_response *resp)
 {
     struct evbuffer *out = bufferevent_get_output(c->client);
     struct strbuf sb = STRBUF_INIT;
@@ -591,7 +592,7 @@ static int down_final_head(struct ingress_conn *c, const struct ingress_head_res
         c->up = UP_RAW;
         c->down = DOWN_RAW;
     } else {
-        r = ingress_head_rewrite_response(c->head.buf, resp->head_len, &sb);
+        r = http1_rewrite_response(c->head.buf, resp, "close", &sb);
         if (r >= 0 && evbuffer_add(out, sb.buf, sb.len) < 0) {
             r = -ENOMEM;
         }
@@ -599,7 +600,7 @@ static int down_final_head(struct ingress_conn *c, const struct ingress_head_res
         if (c->up == UP_HOLD) {
             c->up = UP_DISCARD; /* an upgrade request has no body */
         }
-        ingress_head_body_init_response(&c->resp_body, resp, c->head_request);
+        http1_body_init_response(&c->resp_body, resp, c->head_request);
         c->down = DOWN_BODY;
     }
     c->sent_response = true;
@@ -614,7 +615,7 @@ static void down_pump(struct ingress_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->upstream);
     struct evbuffer *out = bufferevent_get_output(c->client);
-    struct ingress_head_response resp;
+    struct http1_response resp;
 
     conn_touch(c);
     while (c->down == DOWN_HEAD && evbuffer_get_length(in) > 0) {
@@ -622,14 +623,14 @@ static void down_pump(struct ingress_conn *c)
             conn_close(c, "out of memory");
             return;
         }
-        size_t end = ingress_head_find_end(c->head.buf, c->head.len, &c->head.scan);
+        size_t end = http1_find_end(c->head.buf, c->head.len, &c->head.scan);
         if (end == 0) {
-            if (c->head.len < INGRESS_HEAD_MAX) {
+            if (c->head.len < HTTP1_HEAD_MAX) {
                 return;
             }
             log_sandbox_debug(c->id, "response head from port %u is too long", (unsigned)c->port);
         }
-        if (end == 0 || ingress_head_parse_response(c->head.buf, end, &resp) < 0 ||
+        if (end == 0 || http1_parse_response(c->head.buf, end, &resp) < 0 ||
             (resp.status == 101 && !c->upgrade)) {
             if (!c->sent_response) {
                 conn_reply(c, 502, "The sandbox sent an invalid HTTP response", false, NULL);
@@ -670,7 +671,7 @@ static void down_pump(struct ingress_conn *c)
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
             break;
         }
-        ssize_t n = ingress_head_body_feed(&c->resp_body, v.iov_base, v.iov_len);
+        ssize_t n = http1_body_feed(&c->resp_body, v.iov_base, v.iov_len, NULL, NULL);
         if (n < 0) {
             conn_close(c, "malformed chunked response body");
             return;
@@ -873,14 +874,23 @@ static int open_tunnel(struct ingress_conn *c, const struct ingress_target *targ
 
 /* ---- the request head ---- */
 
-/* envd routes only the platform may call (e2b-compat.md 6.6). */
+/*
+ * envd routes only the platform may call (e2b-compat.md 6.6). The path is
+ * canonical by now (http1_path_is_canonical()), so "//x/init", "/./init" and
+ * "/%69nit" never get here; the match ignores case and covers sub-paths, so
+ * "/INIT" and "/init/" are blocked too whatever envd's router makes of them.
+ */
 static bool envd_internal_path(const struct ingress_head_request *req)
 {
     static const char *const internal[] = {
         "/init", "/freeze", "/unfreeze", "/fsfreeze", "/fsthaw", "/collapse", "/upgrade",
     };
+    struct http1_span path = req->http.path;
+
     for (size_t i = 0; i < ARRAY_SIZE(internal); i++) {
-        if (ingress_head_span_eq(req->path, internal[i])) {
+        size_t n = strlen(internal[i]);
+        if (path.n >= n && strncasecmp(path.p, internal[i], n) == 0 &&
+            (path.n == n || path.p[n] == '/')) {
             return true;
         }
     }
@@ -890,10 +900,10 @@ static bool envd_internal_path(const struct ingress_head_request *req)
 /* Requests envd authenticates itself (e2b-compat.md 5.1). */
 static bool envd_token_exempt(const struct ingress_head_request *req)
 {
-    if (ingress_head_span_eq(req->method, "GET") && ingress_head_span_eq(req->path, "/health")) {
+    if (http1_span_eq(req->http.method, "GET") && http1_span_eq(req->http.path, "/health")) {
         return true;
     }
-    return ingress_head_span_eq(req->path, "/files") && ingress_head_query_has(req, "signature");
+    return http1_span_eq(req->http.path, "/files") && ingress_head_query_has(req, "signature");
 }
 
 static void head_complete(struct ingress_conn *c, size_t head_len)
@@ -934,6 +944,11 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
     }
     target.access_token[sizeof(target.access_token) - 1] = '\0';
     if (c->port == INGRESS_ENVD_PORT) {
+        /* Route on the path envd will see: one spelling only (security.md, ingress). */
+        if (!http1_path_is_canonical(req.http.path)) {
+            conn_reply(c, 400, "non-canonical request path", false, NULL);
+            return;
+        }
         if (envd_internal_path(&req)) {
             conn_reply(c, 403, "this envd route is internal to the platform", false, NULL);
             return;
@@ -947,12 +962,12 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
     }
     explicit_bzero(target.access_token, sizeof(target.access_token));
 
-    c->upgrade = req.upgrade && !req.chunked && req.content_length == 0;
-    c->head_request = ingress_head_span_eq(req.method, "HEAD");
-    req.upgrade = c->upgrade; /* an upgrade with a body is forwarded as a plain request */
-    ingress_head_body_init(&c->body, &req);
-    strbuf_init(&c->forward, INGRESS_HEAD_MAX + 1024); /* + CRLFs and Connection */
-    r = ingress_head_rewrite_request(c->head.buf, &req, &c->forward);
+    c->upgrade = req.http.upgrade && !req.http.chunked && req.http.content_length == 0;
+    c->head_request = http1_span_eq(req.http.method, "HEAD");
+    req.http.upgrade = c->upgrade; /* an upgrade with a body is forwarded as a plain request */
+    http1_body_init_request(&c->body, &req.http);
+    strbuf_init(&c->forward, HTTP1_HEAD_MAX + 1024); /* + CRLFs and Connection */
+    r = http1_rewrite_request(c->head.buf, &req.http, &c->forward);
     if (r >= 0) {
         r = headbuf_return_rest(&c->head, head_len, in);
     }
@@ -980,10 +995,10 @@ static void head_read_cb(struct bufferevent *bev, void *userdata)
         conn_close(c, "out of memory");
         return;
     }
-    size_t end = ingress_head_find_end(c->head.buf, c->head.len, &c->head.scan);
+    size_t end = http1_find_end(c->head.buf, c->head.len, &c->head.scan);
     if (end > 0) {
         head_complete(c, end);
-    } else if (c->head.len >= INGRESS_HEAD_MAX) {
+    } else if (c->head.len >= HTTP1_HEAD_MAX) {
         conn_reply(c, 431, "request header fields too large", false, NULL);
     }
 }
@@ -1066,7 +1081,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     }
     bufferevent_setcb(c->client, head_read_cb, NULL, head_event_cb, c);
     /* libevent reads no further ahead than one head. */
-    bufferevent_setwatermark(c->client, EV_READ, 0, INGRESS_HEAD_MAX);
+    bufferevent_setwatermark(c->client, EV_READ, 0, HTTP1_HEAD_MAX);
     if (bufferevent_enable(c->client, EV_READ) < 0) {
         conn_free(c);
         return;
