@@ -66,7 +66,9 @@
 #include "basic/macro.h"
 #include "basic/strbuf.h"
 #include "basic/time-util.h"
+#include "shared/envd.h"
 #include "shared/sandbox-id.h"
+#include "shared/tunnel-proto.h"
 
 #define INGRESS_HEAD_TIMEOUT_SEC 10   /* the whole request head */
 #define INGRESS_TUNNEL_TIMEOUT_SEC 15 /* the node answers within its 10 s connect deadline */
@@ -75,7 +77,6 @@
 #define INGRESS_LINGER_SEC 2
 #define INGRESS_HIGH_WATER (256u * 1024) /* per direction */
 #define INGRESS_MAX_CONNS 4096
-#define INGRESS_TUNNEL_LINE_MAX 128
 #define INGRESS_ACCEPT_RETRY_MSEC 100
 
 enum conn_state { CONN_HEAD, CONN_TUNNEL, CONN_PROXY, CONN_REPLY, CONN_CLOSED };
@@ -804,22 +805,23 @@ static void tunnel_read_cb(struct bufferevent *bev, void *userdata)
     char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_LF);
 
     if (!line) {
-        if (evbuffer_get_length(in) >= INGRESS_TUNNEL_LINE_MAX) {
+        if (evbuffer_get_length(in) >= TUNNEL_PROTO_LINE_MAX) {
             conn_reply(c, 502, "invalid answer from the sandbox's node", false, NULL);
         }
         return;
     }
-    if (strcmp(line, "OK") == 0) {
+    int status = 0;
+    if (tunnel_proto_parse_reply(line, n, &status, NULL) == 0 && status == 0) {
         free(line);
         start_proxy(c);
         return;
     }
     log_sandbox_debug(c->id, "node refused the tunnel to port %u: %s", (unsigned)c->port, line);
-    if (strncmp(line, "ERR 404", 7) == 0) {
+    if (status == 404) {
         reply_not_found(c);
-    } else if (strncmp(line, "ERR 502", 7) == 0 || strncmp(line, "ERR 504", 7) == 0) {
+    } else if (status == 502 || status == 504) {
         reply_port_closed(c);
-    } else if (strncmp(line, "ERR 503", 7) == 0) {
+    } else if (status == 503) {
         conn_reply(c, 503, "The sandbox's node is busy", false, "Retry-After: 1\r\n");
     } else {
         log_sandbox_warning(c->id, "unexpected tunnel answer '%.64s'", line);
@@ -858,12 +860,16 @@ static int open_tunnel(struct ingress_conn *c, const struct ingress_target *targ
         close_safe(fd);
         return -ENOMEM;
     }
-    if (evbuffer_add_printf(bufferevent_get_output(c->upstream), "TUNNEL %s %u\n", c->id,
-                            (unsigned)c->port) < 0) {
+    char line[TUNNEL_PROTO_LINE_MAX];
+    int len = tunnel_proto_format_request(line, sizeof(line), c->id, c->port);
+    if (len < 0) {
+        return len;
+    }
+    if (evbuffer_add(bufferevent_get_output(c->upstream), line, (size_t)len) < 0) {
         return -ENOMEM;
     }
     bufferevent_setcb(c->upstream, tunnel_read_cb, NULL, tunnel_event_cb, c);
-    bufferevent_setwatermark(c->upstream, EV_READ, 0, INGRESS_TUNNEL_LINE_MAX);
+    bufferevent_setwatermark(c->upstream, EV_READ, 0, TUNNEL_PROTO_LINE_MAX);
     if (bufferevent_enable(c->upstream, EV_READ | EV_WRITE) < 0) {
         return -ENOMEM;
     }
@@ -943,7 +949,7 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
         return;
     }
     target.access_token[sizeof(target.access_token) - 1] = '\0';
-    if (c->port == INGRESS_ENVD_PORT) {
+    if (c->port == ENVD_PORT) {
         /* Route on the path envd will see: one spelling only (security.md, ingress). */
         if (!http1_path_is_canonical(req.http.path)) {
             conn_reply(c, 400, "non-canonical request path", false, NULL);

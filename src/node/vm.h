@@ -20,6 +20,7 @@
 
 #include "basic/time-util.h"
 #include "node/runtime.h"
+#include "shared/envd.h"
 #include "shared/sandbox-id.h"
 
 enum vm_state {
@@ -60,7 +61,7 @@ struct vm {
     char access_token[129]; /* the agent's access token once /init set one ("" = none) */
 };
 
-#define AGENT_PORT 49983
+#define AGENT_PORT ENVD_PORT
 
 /* Allocates a vm in state CREATING, with id (validated) or a fresh one when id is NULL. */
 int vm_new(const char *id, const char *template_name, unsigned vcpus, unsigned memory_mib,
