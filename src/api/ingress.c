@@ -51,6 +51,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -67,6 +68,7 @@
 #include "basic/strbuf.h"
 #include "basic/time-util.h"
 #include "shared/envd.h"
+#include "shared/relay.h"
 #include "shared/sandbox-id.h"
 #include "shared/tunnel-proto.h"
 
@@ -78,9 +80,10 @@
 #define INGRESS_HIGH_WATER (256u * 1024) /* per direction */
 #define INGRESS_MAX_CONNS 4096
 #define INGRESS_ACCEPT_RETRY_MSEC 100
+#define INGRESS_KEEPALIVE_SEC 60 /* waiting for the next request on a kept-alive connection */
 
-enum conn_state { CONN_HEAD, CONN_TUNNEL, CONN_PROXY, CONN_REPLY, CONN_CLOSED };
-enum up_mode { UP_HOLD, UP_BODY, UP_DISCARD, UP_RAW };
+enum conn_state { CONN_HEAD, CONN_TUNNEL, CONN_PROXY, CONN_RELAY, CONN_REPLY, CONN_CLOSED };
+enum up_mode { UP_HOLD, UP_BODY, UP_DISCARD, UP_NEXT, UP_RAW };
 enum down_mode { DOWN_HEAD, DOWN_BODY, DOWN_RAW, DOWN_DONE };
 
 /* A head being collected: bytes copied out of an evbuffer, scanned incrementally. */
@@ -105,6 +108,10 @@ struct ingress_conn {
     bool upgrade;                  /* the request asks for a protocol switch */
     bool sent_response;            /* response bytes went to the client: no error page any more */
     bool head_request;             /* HEAD: the response has no body */
+    bool keep_alive;               /* another request may follow this exchange */
+    bool head_started;             /* the next request's first bytes arrived (keep-alive) */
+    unsigned requests;             /* served on this connection so far */
+    struct relay *relay;           /* CONN_RELAY: after 101, both sockets are the relay's */
     struct http1_body body; /* the request's */
     struct http1_body resp_body; /* the final response's */
     struct headbuf head;                /* request head, then the response heads */
@@ -310,6 +317,7 @@ static void conn_free(struct ingress_conn *c)
     if (c->upstream) {
         bufferevent_free(c->upstream);
     }
+    relay_free(c->relay);
     if (c->timer) {
         event_free(c->timer);
     }
@@ -416,8 +424,12 @@ static void conn_reply(struct ingress_conn *c, int status, const char *message, 
     }
     struct evbuffer *in = bufferevent_get_input(c->client);
     struct evbuffer *out = bufferevent_get_output(c->client);
+    /*
+     * Pipelined requests after this one are dropped (we close). The output
+     * is kept: on a kept-alive connection it may still hold the previous
+     * response's tail, and never holds any of this exchange's.
+     */
     evbuffer_drain(in, evbuffer_get_length(in));
-    evbuffer_drain(out, evbuffer_get_length(out));
     if (r < 0 || evbuffer_add(out, head.buf, head.len) < 0 ||
         evbuffer_add(out, body.buf, body.len) < 0) {
         strbuf_release(&body);
@@ -514,6 +526,7 @@ static void up_pump(struct ingress_conn *c)
     conn_touch(c);
     switch (c->up) {
     case UP_HOLD:
+    case UP_NEXT:
         return;
     case UP_RAW:
         if (evbuffer_add_buffer(out, in) < 0) {
@@ -544,6 +557,12 @@ static void up_pump(struct ingress_conn *c)
         if (!c->body.done) {
             break;
         }
+        if (c->keep_alive) {
+            /* What follows is the next request: left unread until this response is done. */
+            c->up = UP_NEXT;
+            bufferevent_disable(c->client, EV_READ);
+            return;
+        }
         /* What follows the body is not for the sandbox. */
         c->up = UP_DISCARD;
         check_linger(c);
@@ -562,11 +581,20 @@ static void up_pump(struct ingress_conn *c)
  * The response is complete: whatever else the sandbox sends is not for this
  * client, and a body still being uploaded is no longer wanted.
  */
+static void next_request(struct ingress_conn *c);
+
 static void response_done(struct ingress_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->upstream);
     struct evbuffer *out = bufferevent_get_output(c->upstream);
 
+    if (c->keep_alive && c->up == UP_NEXT) {
+        next_request(c);
+        return;
+    }
+    if (c->up == UP_NEXT) {
+        c->up = UP_DISCARD;
+    }
     c->down = DOWN_DONE;
     c->upstream_eof = true;
     bev_stop(c->upstream);
@@ -593,7 +621,13 @@ static int down_final_head(struct ingress_conn *c, const struct http1_response *
         c->up = UP_RAW;
         c->down = DOWN_RAW;
     } else {
-        r = http1_rewrite_response(c->head.buf, resp, "close", &sb);
+        /* A body that ends at EOF can only end the connection. */
+        if (resp->until_eof && !c->head_request && resp->status >= 200 && resp->status != 204 &&
+            resp->status != 304) {
+            c->keep_alive = false;
+        }
+        r = http1_rewrite_response(c->head.buf, resp, c->keep_alive ? "keep-alive" : "close",
+                                   &sb);
         if (r >= 0 && evbuffer_add(out, sb.buf, sb.len) < 0) {
             r = -ENOMEM;
         }
@@ -601,14 +635,82 @@ static int down_final_head(struct ingress_conn *c, const struct http1_response *
         if (c->up == UP_HOLD) {
             c->up = UP_DISCARD; /* an upgrade request has no body */
         }
+        if (c->up == UP_NEXT && !c->keep_alive) {
+            c->up = UP_DISCARD;
+        }
         http1_body_init_response(&c->resp_body, resp, c->head_request);
         c->down = DOWN_BODY;
     }
     c->sent_response = true;
-    if (r >= 0 && !c->client_eof) {
+    if (r >= 0 && !c->client_eof && c->up != UP_NEXT) {
         bufferevent_enable(c->client, EV_READ);
     }
     return r;
+}
+
+static void relay_done(struct relay *r, int error, void *userdata)
+{
+    conn_close(userdata, error == 0            ? "done"
+                         : error == -ETIMEDOUT ? "idle timeout"
+                                               : "connection error");
+}
+
+/* Pushes everything buffered in b to the relay's side `to`, in order. */
+static int push_evbuffer(struct relay *r, int to, struct evbuffer *b)
+{
+    size_t n = evbuffer_get_length(b);
+    return n == 0 ? 0 : relay_push(r, to, evbuffer_pullup(b, (ssize_t)n), n);
+}
+
+/*
+ * After 101 the exchange is plain bytes both ways: the shared relay
+ * (splice, half-close, bounded) takes both sockets over. What libevent
+ * still buffers goes first, in order: toward the client its output (the
+ * 101 head) then what the sandbox sent after the head; toward the sandbox
+ * its output then what the client sent after its request.
+ */
+static void start_relay(struct ingress_conn *c)
+{
+    int cfd = fcntl(bufferevent_getfd(c->client), F_DUPFD_CLOEXEC, 3);
+    int ufd = fcntl(bufferevent_getfd(c->upstream), F_DUPFD_CLOEXEC, 3);
+    int r = cfd < 0 || ufd < 0 ? -errno : 0;
+
+    if (r >= 0) {
+        r = relay_new(c->ig->base, cfd, ufd, INGRESS_IDLE_TIMEOUT_SEC, relay_done, c, &c->relay);
+    }
+    if (r < 0) {
+        close_safe(cfd);
+        close_safe(ufd);
+        conn_close(c, "cannot start the relay");
+        return;
+    }
+    r = push_evbuffer(c->relay, RELAY_A, bufferevent_get_output(c->client));
+    if (r >= 0) {
+        r = push_evbuffer(c->relay, RELAY_A, bufferevent_get_input(c->upstream));
+    }
+    if (r >= 0) {
+        r = push_evbuffer(c->relay, RELAY_B, bufferevent_get_output(c->upstream));
+    }
+    if (r >= 0) {
+        r = push_evbuffer(c->relay, RELAY_B, bufferevent_get_input(c->client));
+    }
+    if (c->client_eof) {
+        relay_set_eof(c->relay, RELAY_A);
+    }
+    if (c->upstream_eof) {
+        relay_set_eof(c->relay, RELAY_B);
+    }
+    /* The originals close with their bufferevents; the relay has the duplicates. */
+    bev_stop(c->client);
+    bev_stop(c->upstream);
+    bufferevent_free(c->client);
+    bufferevent_free(c->upstream);
+    c->client = c->upstream = NULL;
+    c->state = CONN_RELAY;
+    event_del(c->timer);
+    if (r < 0 || relay_start(c->relay) < 0) {
+        conn_close(c, "out of memory");
+    }
 }
 
 /* Sandbox bytes, by mode. */
@@ -663,8 +765,8 @@ static void down_pump(struct ingress_conn *c)
             }
         }
     }
-    if (c->down == DOWN_RAW && evbuffer_add_buffer(out, in) < 0) {
-        conn_close(c, "out of memory");
+    if (c->down == DOWN_RAW) {
+        start_relay(c);
         return;
     }
     while (c->down == DOWN_BODY && !c->resp_body.done && evbuffer_get_length(in) > 0) {
@@ -684,6 +786,9 @@ static void down_pump(struct ingress_conn *c)
     }
     if (c->down == DOWN_BODY && c->resp_body.done) {
         response_done(c);
+        if (c->state != CONN_PROXY) {
+            return; /* kept alive: the upstream is gone, the next request is being read */
+        }
     }
     if (c->down != DOWN_DONE && evbuffer_get_length(out) >= INGRESS_HIGH_WATER) {
         bufferevent_disable(c->upstream, EV_READ);
@@ -765,7 +870,10 @@ static void start_proxy(struct ingress_conn *c)
     struct evbuffer *up_out = bufferevent_get_output(c->upstream);
 
     c->state = CONN_PROXY;
-    c->up = c->upgrade ? UP_HOLD : c->body.done ? UP_DISCARD : UP_BODY;
+    c->up = c->upgrade      ? UP_HOLD
+            : !c->body.done ? UP_BODY
+            : c->keep_alive ? UP_NEXT
+                            : UP_DISCARD;
     c->down = DOWN_HEAD;
     if (evbuffer_add(up_out, c->forward.buf, c->forward.len) < 0) {
         conn_close(c, "out of memory");
@@ -782,7 +890,7 @@ static void start_proxy(struct ingress_conn *c)
     bufferevent_setwatermark(c->upstream, EV_WRITE, INGRESS_HIGH_WATER / 2, 0);
     bufferevent_enable(c->upstream, EV_READ | EV_WRITE);
     bufferevent_enable(c->client, EV_WRITE);
-    if (c->up != UP_HOLD) {
+    if (c->up != UP_HOLD && c->up != UP_NEXT) {
         bufferevent_enable(c->client, EV_READ);
     }
     conn_touch(c);
@@ -970,6 +1078,8 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
 
     c->upgrade = req.http.upgrade && !req.http.chunked && req.http.content_length == 0;
     c->head_request = http1_span_eq(req.http.method, "HEAD");
+    /* HTTP/1.1 clients only: a 1.0 client could get a chunked body it cannot frame. */
+    c->keep_alive = req.http.keep_alive && !req.http.http10 && !c->upgrade;
     req.http.upgrade = c->upgrade; /* an upgrade with a body is forwarded as a plain request */
     http1_body_init_request(&c->body, &req.http);
     strbuf_init(&c->forward, HTTP1_HEAD_MAX + 1024); /* + CRLFs and Connection */
@@ -1001,6 +1111,11 @@ static void head_read_cb(struct bufferevent *bev, void *userdata)
         conn_close(c, "out of memory");
         return;
     }
+    if (!c->head_started && c->head.len > 0) {
+        /* A kept-alive connection waited up to INGRESS_KEEPALIVE_SEC; the head itself gets less. */
+        c->head_started = true;
+        timer_set(c, INGRESS_HEAD_TIMEOUT_SEC);
+    }
     size_t end = http1_find_end(c->head.buf, c->head.len, &c->head.scan);
     if (end > 0) {
         head_complete(c, end);
@@ -1009,9 +1124,63 @@ static void head_read_cb(struct bufferevent *bev, void *userdata)
     }
 }
 
+static void drained_write_cb(struct bufferevent *bev, void *userdata)
+{
+    conn_close(userdata, "done");
+}
+
 static void head_event_cb(struct bufferevent *bev, short what, void *userdata)
 {
-    conn_close(userdata, "client went away before its request was complete");
+    struct ingress_conn *c = userdata;
+
+    /* EOF between kept-alive requests: the previous response may still be flushing. */
+    if ((what & BEV_EVENT_EOF) && c->head.len == 0 &&
+        evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+        c->client_eof = true;
+        bufferevent_disable(bev, EV_READ);
+        bufferevent_setcb(bev, NULL, drained_write_cb, reply_event_cb, c);
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        return;
+    }
+    conn_close(c, c->requests > 0 && c->head.len == 0
+                      ? "done"
+                      : "client went away before its request was complete");
+}
+
+/*
+ * The response is complete and the client asked to keep the connection:
+ * the tunnel closes (one upstream connection per request, so routing,
+ * lookup and the token are checked again for every request) and the
+ * connection goes back to reading a head. Pipelined bytes already read
+ * are processed from the loop, not from here (we are inside down_pump()).
+ */
+static void next_request(struct ingress_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->client);
+
+    bev_stop(c->upstream);
+    bufferevent_free(c->upstream);
+    c->upstream = NULL;
+    headbuf_reset(&c->head);
+    strbuf_release(&c->forward);
+    c->state = CONN_HEAD;
+    c->up = UP_HOLD;
+    c->down = DOWN_HEAD;
+    c->id[0] = '\0';
+    c->port = 0;
+    c->html = c->upgrade = c->sent_response = c->head_request = c->keep_alive = false;
+    c->head_started = false;
+    c->upstream_eof = c->upstream_shut = false;
+    c->requests++;
+    bufferevent_setcb(c->client, head_read_cb, NULL, head_event_cb, c);
+    bufferevent_setwatermark(c->client, EV_READ, 0, HTTP1_HEAD_MAX);
+    bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+    bufferevent_enable(c->client, EV_READ | EV_WRITE);
+    timer_set(c, INGRESS_KEEPALIVE_SEC);
+    if (evbuffer_get_length(in) > 0) {
+        bufferevent_trigger(c->client, EV_READ,
+                            BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    }
 }
 
 /* ---- timers ---- */
@@ -1041,6 +1210,8 @@ static void timer_cb(evutil_socket_t fd, short what, void *userdata)
         }
         break;
     }
+    case CONN_RELAY: /* the relay has its own idle timeout */
+        break;
     case CONN_REPLY:
     case CONN_CLOSED:
         conn_close(c, NULL);
