@@ -68,6 +68,7 @@
 #include "basic/strbuf.h"
 #include "basic/time-util.h"
 #include "shared/envd.h"
+#include "shared/listener.h"
 #include "shared/relay.h"
 #include "shared/sandbox-id.h"
 #include "shared/tunnel-proto.h"
@@ -78,7 +79,13 @@
 #define INGRESS_REPLY_TIMEOUT_SEC 10 /* to write our own response */
 #define INGRESS_LINGER_SEC 2
 #define INGRESS_HIGH_WATER (256u * 1024) /* per direction */
-#define INGRESS_MAX_CONNS 4096
+/*
+ * Descriptors per connection for the connection cap: the client and the
+ * tunnel, and after 101 the relay's two duplicates and two pipes.
+ */
+#define INGRESS_FDS_PER_CONN 6
+#define INGRESS_MAX_PER_SANDBOX_MIN 64 /* per sandbox: an eighth of the cap, at least this */
+#define INGRESS_UNAUTH_BODY_MAX (64u << 20) /* signed /files uploads (no token) */
 #define INGRESS_ACCEPT_RETRY_MSEC 100
 #define INGRESS_KEEPALIVE_SEC 60 /* waiting for the next request on a kept-alive connection */
 
@@ -111,6 +118,8 @@ struct ingress_conn {
     bool keep_alive;               /* another request may follow this exchange */
     bool head_started;             /* the next request's first bytes arrived (keep-alive) */
     unsigned requests;             /* served on this connection so far */
+    struct sockaddr_storage peer;  /* for listener_release() */
+    bool has_peer;
     struct relay *relay;           /* CONN_RELAY: after 101, both sockets are the relay's */
     struct http1_body body; /* the request's */
     struct http1_body resp_body; /* the final response's */
@@ -121,8 +130,7 @@ struct ingress_conn {
 
 struct ingress {
     struct event_base *base;
-    struct evconnlistener *listener;
-    struct event *accept_retry;
+    struct listener *listener;
     char *domain;
     ingress_lookup_fn lookup;
     void *userdata;
@@ -193,6 +201,10 @@ static const char *reason_phrase(int status)
         return "Unauthorized";
     case 403:
         return "Forbidden";
+    case 411:
+        return "Length Required";
+    case 413:
+        return "Content Too Large";
     case 431:
         return "Request Header Fields Too Large";
     case 501:
@@ -311,6 +323,7 @@ static void conn_free(struct ingress_conn *c)
         c->next->prev = c->prev;
     }
     ig->n_conns--;
+    listener_release(ig->listener, c->has_peer ? (struct sockaddr *)&c->peer : NULL);
     if (c->client) {
         bufferevent_free(c->client);
     }
@@ -1020,6 +1033,24 @@ static bool envd_token_exempt(const struct ingress_head_request *req)
     return http1_span_eq(req->http.path, "/files") && ingress_head_query_has(req, "signature");
 }
 
+/* Connections past their head that target sandbox id (this one included once routed). */
+static unsigned sandbox_conns(const struct ingress *ig, const char *id)
+{
+    unsigned n = 0;
+    for (const struct ingress_conn *k = ig->conns; k; k = k->next) {
+        if (k->state != CONN_HEAD && k->state != CONN_CLOSED && k->state != CONN_REPLY &&
+            strcmp(k->id, id) == 0) {
+            n++;
+        }
+    }
+    return n;
+}
+
+static unsigned max_per_sandbox(const struct ingress *ig)
+{
+    return MAX(listener_max_conns(ig->listener) / 8, (unsigned)INGRESS_MAX_PER_SANDBOX_MIN);
+}
+
 static void head_complete(struct ingress_conn *c, size_t head_len)
 {
     struct ingress_head_request req;
@@ -1057,6 +1088,12 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
         return;
     }
     target.access_token[sizeof(target.access_token) - 1] = '\0';
+    /* One sandbox (say, a guest that accepts and never answers) cannot take every slot. */
+    if (sandbox_conns(c->ig, c->id) >= max_per_sandbox(c->ig)) {
+        explicit_bzero(target.access_token, sizeof(target.access_token));
+        conn_reply(c, 503, "too many connections to this sandbox", false, "Retry-After: 1\r\n");
+        return;
+    }
     if (c->port == ENVD_PORT) {
         /* Route on the path envd will see: one spelling only (security.md, ingress). */
         if (!http1_path_is_canonical(req.http.path)) {
@@ -1065,6 +1102,18 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
         }
         if (envd_internal_path(&req)) {
             conn_reply(c, 403, "this envd route is internal to the platform", false, NULL);
+            return;
+        }
+        /* What passes without the token gets a small body: none for /health. */
+        if (target.has_token && envd_token_exempt(&req) &&
+            (req.http.chunked || req.http.content_length > (http1_span_eq(req.http.path, "/health")
+                                                                ? 0
+                                                                : INGRESS_UNAUTH_BODY_MAX))) {
+            explicit_bzero(target.access_token, sizeof(target.access_token));
+            conn_reply(c, req.http.chunked ? 411 : 413,
+                       req.http.chunked ? "a length is required without an access token"
+                                        : "request body too large without an access token",
+                       false, NULL);
             return;
         }
         if (target.has_token && !envd_token_exempt(&req) &&
@@ -1221,25 +1270,27 @@ static void timer_cb(evutil_socket_t fd, short what, void *userdata)
 
 /* ---- listener ---- */
 
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-                      int socklen, void *userdata)
+/* A connection under the listener's caps (listener.h: total from RLIMIT_NOFILE, per peer). */
+static void accept_cb(struct listener *l, int fd, const struct sockaddr *sa, socklen_t socklen,
+                      void *userdata)
 {
     struct ingress *ig = userdata;
     struct ingress_conn *c;
     int one = 1;
 
-    if (ig->n_conns >= INGRESS_MAX_CONNS) {
-        close_safe(fd);
-        return;
-    }
     c = calloc(1, sizeof(*c));
     if (!c) {
         close_safe(fd);
+        listener_release(l, sa);
         return;
     }
     /* Stream events are small and must not wait for Nagle. */
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     *c = (struct ingress_conn){ .ig = ig, .state = CONN_HEAD };
+    if (sa && socklen <= sizeof(c->peer)) {
+        memcpy(&c->peer, sa, socklen);
+        c->has_peer = true;
+    }
     c->client = bufferevent_socket_new(ig->base, fd, BEV_OPT_CLOSE_ON_FREE);
     if (!c->client) {
         close_safe(fd);
@@ -1266,28 +1317,9 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     timer_set(c, INGRESS_HEAD_TIMEOUT_SEC);
 }
 
-static void accept_retry_cb(evutil_socket_t fd, short what, void *userdata)
-{
-    struct ingress *ig = userdata;
-    evconnlistener_enable(ig->listener);
-}
-
-/* accept() failed (EMFILE, ENOBUFS): pause instead of spinning on the ready listener. */
-static void accept_error_cb(struct evconnlistener *l, void *userdata)
-{
-    struct timeval retry = { 0, INGRESS_ACCEPT_RETRY_MSEC * 1000 };
-    struct ingress *ig = userdata;
-
-    log_warning_errno(-errno, "cannot accept ingress connection: %m");
-    evconnlistener_disable(l);
-    evtimer_add(ig->accept_retry, &retry);
-}
-
 int ingress_new(struct event_base *base, const char *listen_ip, uint16_t port, const char *domain,
                 ingress_lookup_fn lookup, void *userdata, struct ingress **ret)
 {
-    struct sockaddr_storage ss = { 0 };
-    socklen_t sslen;
     struct ingress *ig = NULL;
     int r;
 
@@ -1297,19 +1329,6 @@ int ingress_new(struct event_base *base, const char *listen_ip, uint16_t port, c
     assert(lookup);
     assert(ret);
 
-    struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, listen_ip, &sin->sin_addr) == 1) {
-        sin->sin_family = AF_INET;
-        sin->sin_port = htons(port);
-        sslen = sizeof(*sin);
-    } else if (inet_pton(AF_INET6, listen_ip, &sin6->sin6_addr) == 1) {
-        sin6->sin6_family = AF_INET6;
-        sin6->sin6_port = htons(port);
-        sslen = sizeof(*sin6);
-    } else {
-        return -EINVAL;
-    }
     if (!*domain || strlen(domain) > 253) {
         return -EINVAL;
     }
@@ -1319,25 +1338,20 @@ int ingress_new(struct event_base *base, const char *listen_ip, uint16_t port, c
     }
     *ig = (struct ingress){ .base = base, .lookup = lookup, .userdata = userdata };
     ig->domain = strdup(domain);
-    ig->accept_retry = evtimer_new(base, accept_retry_cb, ig);
-    if (!ig->domain || !ig->accept_retry) {
+    if (!ig->domain) {
         r = -ENOMEM;
         goto fail;
     }
-    ig->listener = evconnlistener_new_bind(
-        base, accept_cb, ig, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE, 512,
-        (struct sockaddr *)&ss, (int)sslen);
-    if (!ig->listener) {
-        r = errno > 0 ? -errno : -EADDRINUSE;
+    (void)listener_raise_nofile();
+    struct listener_limits limits = {
+        .fds_per_conn = INGRESS_FDS_PER_CONN,
+        .max_per_peer = listener_conns_from_rlimit(INGRESS_FDS_PER_CONN) / 2,
+    };
+    r = listener_new_tcp(base, listen_ip, port, &limits, accept_cb, ig, &ig->listener);
+    if (r < 0) {
         goto fail;
     }
-    evconnlistener_set_error_cb(ig->listener, accept_error_cb);
-    sslen = sizeof(ss);
-    if (getsockname(evconnlistener_get_fd(ig->listener), (struct sockaddr *)&ss, &sslen) < 0) {
-        r = -errno;
-        goto fail;
-    }
-    ig->port = ntohs(ss.ss_family == AF_INET ? sin->sin_port : sin6->sin6_port);
+    ig->port = listener_port(ig->listener);
     *ret = ig;
     return 0;
 fail:
@@ -1363,12 +1377,7 @@ struct ingress *ingress_free(struct ingress *ig)
     while (ig->conns) {
         conn_free(ig->conns);
     }
-    if (ig->listener) {
-        evconnlistener_free(ig->listener);
-    }
-    if (ig->accept_retry) {
-        event_free(ig->accept_retry);
-    }
+    listener_free(ig->listener);
     free(ig->domain);
     free(ig);
     return NULL;

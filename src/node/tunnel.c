@@ -67,6 +67,7 @@
 #include "basic/parse-util.h"
 #include "node/manager.h"
 #include "node/netslot.h"
+#include "shared/listener.h"
 #include "shared/relay.h"
 #include "shared/sandbox-id.h"
 #include "shared/tunnel-proto.h"
@@ -76,9 +77,10 @@
 #define TUNNEL_LINGER_SEC 2             /* after an ERR line */
 /* Longer than the ingress' 15 min, so the ingress (which answers the client) times out first. */
 #define TUNNEL_IDLE_TIMEOUT_SEC (16 * 60)
-#define TUNNEL_MAX_CONNS 4096
+/* Descriptors per tunnel for the cap: client, guest, and the relay's two pipes. */
+#define TUNNEL_FDS_PER_CONN 4
+#define TUNNEL_MAX_PER_SANDBOX_MIN 64 /* per sandbox: an eighth of the cap, at least this */
 #define TUNNEL_SWEEP_SEC 1
-#define TUNNEL_ACCEPT_RETRY_MSEC 100 /* after EMFILE and friends */
 
 enum conn_state {
     CONN_REQUEST,
@@ -109,8 +111,8 @@ struct tunnel_conn {
 
 struct tunnel {
     struct manager *m;
-    struct evconnlistener *listener;
-    struct event *sweep, *accept_retry;
+    struct listener *listener;
+    struct event *sweep;
     int self_netns; /* the loop thread's own netns, to return to */
     char path[sizeof(((struct sockaddr_un *)NULL)->sun_path)];
     dev_t dev; /* of the socket we bound: only that one is unlinked at the end */
@@ -132,6 +134,7 @@ static void conn_free(struct tunnel_conn *c)
         c->next->prev = c->prev;
     }
     t->n_conns--;
+    listener_release(t->listener, NULL);
     for (size_t i = 0; i < ARRAY_SIZE(c->bev); i++) {
         if (c->bev[i]) {
             bufferevent_free(c->bev[i]);
@@ -432,6 +435,20 @@ static void timer_cb(evutil_socket_t fd, short what, void *userdata)
     }
 }
 
+/* Tunnels to sandbox id that are connecting or open, plus the one asking (routed, not yet). */
+static unsigned sandbox_tunnels(const struct tunnel *t, const char *id)
+{
+    unsigned n = 0;
+    for (const struct tunnel_conn *k = t->conns; k; k = k->next) {
+        if ((k->state == CONN_CONNECTING || k->state == CONN_SPLICING ||
+             k->state == CONN_REQUEST) &&
+            strcmp(k->id, id) == 0) {
+            n++;
+        }
+    }
+    return n;
+}
+
 static void request_read_cb(struct bufferevent *bev, void *userdata)
 {
     struct tunnel_conn *c = userdata;
@@ -470,13 +487,20 @@ static void request_read_cb(struct bufferevent *bev, void *userdata)
         conn_fail(c, 404, vm ? "sandbox not running" : "sandbox not found");
         return;
     }
+    /* A guest that accepts and never answers cannot take every tunnel. */
+    if (sandbox_tunnels(c->t, c->id) > MAX(listener_max_conns(c->t->listener) / 8,
+                                           (unsigned)TUNNEL_MAX_PER_SANDBOX_MIN)) {
+        conn_fail(c, 503, "too many tunnels to this sandbox");
+        return;
+    }
     conn_connect(c);
 }
 
 /* ---- listener ---- */
 
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-                      int socklen, void *userdata)
+/* A connection under the listener's cap (listener.h: from RLIMIT_NOFILE). */
+static void accept_cb(struct listener *l, int fd, const struct sockaddr *sa, socklen_t socklen,
+                      void *userdata)
 {
     struct timeval timeout = { TUNNEL_REQUEST_TIMEOUT_SEC, 0 };
     struct tunnel *t = userdata;
@@ -485,11 +509,11 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 
     if (!c) {
         close_safe(fd);
+        listener_release(l, NULL);
         return;
     }
     *c = (struct tunnel_conn){ .t = t, .state = CONN_REQUEST, .connect_fd = -EBADF,
-                               .client_fd = -EBADF };
-    c->client_fd = fd;
+                               .client_fd = fd };
     c->bev[SIDE_CLIENT] = bufferevent_socket_new(base, fd, 0);
     c->timer = evtimer_new(base, timer_cb, c);
     c->reaper = evtimer_new(base, reap_cb, c);
@@ -503,8 +527,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         conn_free(c);
         return;
     }
-    if (t->n_conns > TUNNEL_MAX_CONNS || t->m->stopping) {
-        conn_fail(c, 503, t->m->stopping ? "node is stopping" : "too many tunnels");
+    if (t->m->stopping) {
+        conn_fail(c, 503, "node is stopping");
         return;
     }
     bufferevent_setcb(c->bev[SIDE_CLIENT], request_read_cb, NULL, request_event_cb, c);
@@ -514,23 +538,6 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         evtimer_add(c->timer, &timeout) < 0) {
         conn_free(c);
     }
-}
-
-static void accept_retry_cb(evutil_socket_t fd, short what, void *userdata)
-{
-    struct tunnel *t = userdata;
-    evconnlistener_enable(t->listener);
-}
-
-/* accept() failed (EMFILE, ENOBUFS): pause instead of spinning on the ready listener. */
-static void accept_error_cb(struct evconnlistener *l, void *userdata)
-{
-    struct timeval retry = { 0, TUNNEL_ACCEPT_RETRY_MSEC * 1000 };
-    struct tunnel *t = userdata;
-
-    log_warning_errno(-errno, "cannot accept tunnel connection: %m");
-    evconnlistener_disable(l);
-    evtimer_add(t->accept_retry, &retry);
 }
 
 /* Closes every tunnel whose sandbox is gone or no longer running (see the top comment). */
@@ -601,17 +608,14 @@ int tunnel_new(struct manager *m, const char *path, struct tunnel **ret)
     }
     t->dev = st.st_dev;
     t->ino = st.st_ino;
-    t->listener = evconnlistener_new(m->base, accept_cb, t,
-                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
-    if (!t->listener) {
-        r = -ENOMEM;
-        goto fail;
+    (void)listener_raise_nofile();
+    struct listener_limits limits = { .fds_per_conn = TUNNEL_FDS_PER_CONN };
+    r = listener_new(m->base, TAKE_FD(fd), &limits, accept_cb, t, &t->listener);
+    if (r < 0) {
+        goto fail; /* the listener closed fd; the path is unlinked below */
     }
-    fd = -EBADF; /* the listener owns it; tunnel_free() unlinks the path */
-    evconnlistener_set_error_cb(t->listener, accept_error_cb);
-    t->accept_retry = evtimer_new(m->base, accept_retry_cb, t);
     t->sweep = event_new(m->base, -1, EV_PERSIST, sweep_cb, t);
-    if (!t->accept_retry || !t->sweep || event_add(t->sweep, &sweep) < 0) {
+    if (!t->sweep || event_add(t->sweep, &sweep) < 0) {
         r = -ENOMEM;
         goto fail;
     }
@@ -636,7 +640,7 @@ struct tunnel *tunnel_free(struct tunnel *t)
     }
     if (t->listener) {
         struct stat st;
-        evconnlistener_free(t->listener);
+        t->listener = listener_free(t->listener);
         /* Another node may have taken the path over since; leave its socket alone. */
         if (lstat(t->path, &st) >= 0 && st.st_dev == t->dev && st.st_ino == t->ino) {
             (void)unlink(t->path);
@@ -644,9 +648,6 @@ struct tunnel *tunnel_free(struct tunnel *t)
     }
     if (t->sweep) {
         event_free(t->sweep);
-    }
-    if (t->accept_retry) {
-        event_free(t->accept_retry);
     }
     close_safe(t->self_netns);
     free(t);
