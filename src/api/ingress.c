@@ -932,7 +932,7 @@ static void tunnel_read_cb(struct bufferevent *bev, void *userdata)
         return;
     }
     int status = 0;
-    if (tunnel_proto_parse_reply(line, n, &status, NULL) == 0 && status == 0) {
+    if (tunnel_proto_parse_reply(line, n, &status, NULL, NULL) == 0 && status == 0) {
         free(line);
         start_proxy(c);
         return;

@@ -50,20 +50,22 @@ static void test_tunnel_proto_request(void **state)
 static void test_tunnel_proto_reply(void **state)
 {
     const char *msg = NULL;
+    size_t len = 0;
     int status = -1;
 
-    assert_int_equal(tunnel_proto_parse_reply("OK", 2, &status, &msg), 0);
+    assert_int_equal(tunnel_proto_parse_reply("OK", 2, &status, &msg, &len), 0);
     assert_int_equal(status, 0);
-    assert_int_equal(tunnel_proto_parse_reply("ERR 404 sandbox not found", 25, &status, &msg), 0);
+    assert_int_equal(tunnel_proto_parse_reply("ERR 404 sandbox not found", 25, &status, &msg, &len), 0);
     assert_int_equal(status, 404);
-    assert_string_equal(msg, "sandbox not found");
-    assert_int_equal(tunnel_proto_parse_reply("ERR 503", 7, &status, &msg), 0);
+    assert_int_equal(len, 17);
+    assert_memory_equal(msg, "sandbox not found", 17);
+    assert_int_equal(tunnel_proto_parse_reply("ERR 503", 7, &status, &msg, &len), 0);
     assert_int_equal(status, 503);
-    assert_int_equal(tunnel_proto_parse_reply("OK ", 3, &status, &msg), -EBADMSG);
-    assert_int_equal(tunnel_proto_parse_reply("ERR 200 x", 9, &status, &msg), -EBADMSG);
-    assert_int_equal(tunnel_proto_parse_reply("ERR 40", 6, &status, &msg), -EBADMSG);
-    assert_int_equal(tunnel_proto_parse_reply("ERR 4044", 8, &status, &msg), -EBADMSG);
-    assert_int_equal(tunnel_proto_parse_reply("", 0, &status, &msg), -EBADMSG);
+    assert_int_equal(tunnel_proto_parse_reply("OK ", 3, &status, &msg, &len), -EBADMSG);
+    assert_int_equal(tunnel_proto_parse_reply("ERR 200 x", 9, &status, &msg, &len), -EBADMSG);
+    assert_int_equal(tunnel_proto_parse_reply("ERR 40", 6, &status, &msg, &len), -EBADMSG);
+    assert_int_equal(tunnel_proto_parse_reply("ERR 4044", 8, &status, &msg, &len), -EBADMSG);
+    assert_int_equal(tunnel_proto_parse_reply("", 0, &status, &msg, &len), -EBADMSG);
 }
 
 int main(void)

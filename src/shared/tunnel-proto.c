@@ -69,24 +69,26 @@ int tunnel_proto_parse_request(const char *line, size_t len, char ret_id[SANDBOX
 }
 
 int tunnel_proto_parse_reply(const char *line, size_t len, int *ret_status,
-                             const char **ret_message)
+                             const char **ret_message, size_t *ret_message_len)
 {
     uint32_t status;
+    size_t skip = len > 8 ? 8 : len;
 
     if (len == 2 && memcmp(line, "OK", 2) == 0) {
         *ret_status = 0;
-        if (ret_message) {
-            *ret_message = NULL;
-        }
-        return 0;
-    }
-    if (len < 7 || memcmp(line, "ERR ", 4) != 0 || parse_decimal(line + 4, 3, 599, &status) < 0 ||
-        status < 400 || (len > 7 && line[7] != ' ')) {
+        skip = len;
+    } else if (len < 7 || memcmp(line, "ERR ", 4) != 0 ||
+               parse_decimal(line + 4, 3, 599, &status) < 0 || status < 400 ||
+               (len > 7 && line[7] != ' ')) {
         return -EBADMSG;
+    } else {
+        *ret_status = (int)status;
     }
-    *ret_status = (int)status;
     if (ret_message) {
-        *ret_message = len > 8 ? line + 8 : "";
+        *ret_message = line + skip;
+    }
+    if (ret_message_len) {
+        *ret_message_len = len - skip;
     }
     return 0;
 }

@@ -31,8 +31,9 @@ int tunnel_proto_parse_request(const char *line, size_t len, char ret_id[SANDBOX
 
 /*
  * Parses the node's answer line (without its LF): 0 for OK, or the ERR
- * line's HTTP status (400..599) with *ret_message (may be NULL) pointing
- * at its message inside line. -EBADMSG for anything else.
+ * line's HTTP status (400..599) with its message (may be empty) as
+ * *ret_message and *ret_message_len, inside line (both may be NULL). -EBADMSG
+ * for anything else.
  */
 int tunnel_proto_parse_reply(const char *line, size_t len, int *ret_status,
-                             const char **ret_message);
+                             const char **ret_message, size_t *ret_message_len);
