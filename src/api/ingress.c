@@ -3,28 +3,37 @@
  *
  * One struct ingress_conn per client connection:
  *
- *   HEAD --routed, token ok, lookup ok--> TUNNEL --"OK" from the node--> PROXY
- *     |                                      |                             |
- *     +--- our own error response ---------> REPLY (then a lingering close)|
- *                                                                          v
- *   any --------------------------------------------------------------> CLOSED
+ *   HEAD --routed, token ok, lookup ok--> TUNNEL --"OK" from the node--> PROXY --101--> RELAY
+ *     ^ |                                    |                             |             |
+ *     | +--- our own error response -------> REPLY (then a lingering close)|             |
+ *     +------ response done, keep-alive: next request ---------------------+             |
+ *   any -------------------------------------------------------------------------> CLOSED
  *
  *   transition          function
  *   HEAD -> TUNNEL      head_complete() -> open_tunnel()
  *   TUNNEL -> PROXY     tunnel_read_cb() -> start_proxy()
+ *   PROXY -> HEAD       response_done() -> next_request(): tunnel closed, next head
+ *   PROXY -> RELAY      down_pump() -> start_relay(): the shared relay (relay.h) owns both
  *   * -> REPLY          conn_reply() (HEAD, TUNNEL; PROXY while nothing was sent back)
  *   * -> CLOSED         conn_close(); reap_cb() frees it later (style.md R15)
+ *
+ * Every request is parsed (shared/http1.h), routed, looked up and
+ * authenticated in HEAD, and gets a tunnel of its own: keep-alive is
+ * between the client and us only, so a kept-alive connection can never
+ * carry a request past the checks (docs/architecture.md, Ingress).
  *
  * In PROXY each direction has a mode:
  *
  *   client -> sandbox (up):   HOLD  upgrade request: nothing until the response is known
  *                             BODY  the request body, counted by http1_body_feed()
- *                             DISCARD  after the request: read and dropped
- *                             RAW   after 101 Switching Protocols: everything
- *   sandbox -> client (down): HEAD  response heads: 1xx passed on, the final one
- *                                   gets "Connection: close"; 101 only for upgrades
+ *                             NEXT  after the request, kept alive: what follows is the next
+ *                                   request, left unread until the response is done
+ *                             DISCARD  after the request, closing: read and dropped
+ *                             RAW   after 101 Switching Protocols (until the relay starts)
+ *   sandbox -> client (down): HEAD  response heads: 1xx passed on, the final one gets
+ *                                   "Connection: keep-alive" or "close"; 101 only for upgrades
  *                             BODY  the response body, counted like the request's
- *                             RAW   after 101: everything, until EOF
+ *                             RAW   after 101 (until the relay starts)
  *                             DONE  the response is complete: the sandbox side is
  *                                   closed even if it would keep the connection
  *
@@ -36,12 +45,13 @@
  * has drained to half of that, so a slow reader costs bounded memory.
  *
  * Closing mirrors TCP: an EOF from one side becomes shutdown(SHUT_WR) on the
- * other once its output is drained. When the sandbox has finished its
- * response and the client has nothing left to send (DISCARD), we shut the
- * client's write side and drain its input for a short linger, so the
- * response is not lost to a reset. Idle connections close after
- * INGRESS_IDLE_TIMEOUT_SEC without a byte either way; Connect streams send
- * keepalives every 50 s, well within it.
+ * other once its output is drained; so a sandbox that dies mid-body leaves
+ * the client a body without its end (no last chunk), never a clean end.
+ * When the sandbox has finished its response and the client has nothing
+ * left to send (DISCARD), we shut the client's write side and drain its
+ * input for a short linger, so the response is not lost to a reset. Idle
+ * connections close after INGRESS_IDLE_TIMEOUT_SEC without a byte either
+ * way; Connect streams send keepalives every 50 s, well within it.
  */
 #include "api/ingress.h"
 
