@@ -16,7 +16,8 @@ async function countConnections(fn) {
   let n = 0
   const orig = net.Socket.prototype.connect
   net.Socket.prototype.connect = function (...args) {
-    const o = args[0]
+    // net.connect() passes its normalized [options, callback] as one array.
+    const o = Array.isArray(args[0]) ? args[0][0] : args[0]
     if (o && typeof o === 'object' && Number(o.port) === port) n++
     return orig.apply(this, args)
   }
@@ -41,6 +42,7 @@ try {
     }
   })
   console.log(`${2 * runs} envd requests used ${conns} connection(s)`)
+  assert.ok(conns >= 1, 'no connection to the ingress was seen: the count is broken')
   assert.ok(conns < runs, `expected connection reuse, got ${conns} connections`)
   ok('keep-alive')
 
