@@ -446,6 +446,21 @@ def test_token(token_ingress, sandbox):
     assert status == 403
 
 
+def test_unauthenticated_paths_get_small_bodies(token_ingress, sandbox):
+    """What passes without envd's token cannot push a large body at the agent."""
+    h = host(49983, sandbox["id"])
+    status, _, body = token_ingress.request("GET", "/health", host=h, body=b"x")
+    assert status == 413 and json.loads(body)["code"] == 413
+    s = token_ingress.raw(f"POST /files?path=/tmp/x&signature=v1_x HTTP/1.1\r\nHost: {h}\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n".encode())
+    assert recv_all(s).startswith(b"HTTP/1.1 411 "), "chunked without a token"
+    s.close()
+    s = token_ingress.raw(f"POST /files?path=/tmp/x&signature=v1_x HTTP/1.1\r\nHost: {h}\r\n"
+                          f"Content-Length: {(64 << 20) + 1}\r\n\r\n".encode())
+    assert recv_all(s).startswith(b"HTTP/1.1 413 ")
+    s.close()
+
+
 def test_upgrade_passthrough(ingress, sandbox):
     s = ingress.raw(f"GET /ws HTTP/1.1\r\nHost: {host(8001, sandbox['id'])}\r\n"
                     "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n".encode())
