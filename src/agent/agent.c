@@ -56,10 +56,11 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
+#include "shared/envd.h"
 #include "filesystem.pb-c.h"
 #include "process.pb-c.h"
 
-#define AGENT_DEFAULT_LISTEN "0.0.0.0:49983"
+#define AGENT_DEFAULT_LISTEN "0.0.0.0:" ENVD_PORT_STR
 #define AGENT_HTTP_TIMEOUT_SEC 120
 /* Largest /files upload body (evhttp buffers a request body before we see it). */
 #define AGENT_DEFAULT_MAX_UPLOAD (512ull * 1024 * 1024)

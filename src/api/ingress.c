@@ -3,45 +3,55 @@
  *
  * One struct ingress_conn per client connection:
  *
- *   HEAD --routed, token ok, lookup ok--> TUNNEL --"OK" from the node--> PROXY
- *     |                                      |                             |
- *     +--- our own error response ---------> REPLY (then a lingering close)|
- *                                                                          v
- *   any --------------------------------------------------------------> CLOSED
+ *   HEAD --routed, token ok, lookup ok--> TUNNEL --"OK" from the node--> PROXY --101--> RELAY
+ *     ^ |                                    |                             |             |
+ *     | +--- our own error response -------> REPLY (then a lingering close)|             |
+ *     +------ response done, keep-alive: next request ---------------------+             |
+ *   any -------------------------------------------------------------------------> CLOSED
  *
  *   transition          function
  *   HEAD -> TUNNEL      head_complete() -> open_tunnel()
  *   TUNNEL -> PROXY     tunnel_read_cb() -> start_proxy()
+ *   PROXY -> HEAD       response_done() -> next_request(): tunnel closed, next head
+ *   PROXY -> RELAY      down_pump() -> start_relay(): the shared relay (relay.h) owns both
  *   * -> REPLY          conn_reply() (HEAD, TUNNEL; PROXY while nothing was sent back)
  *   * -> CLOSED         conn_close(); reap_cb() frees it later (style.md R15)
+ *
+ * Every request is parsed (shared/http1.h), routed, looked up and
+ * authenticated in HEAD, and gets a tunnel of its own: keep-alive is
+ * between the client and us only, so a kept-alive connection can never
+ * carry a request past the checks (docs/architecture.md, Ingress).
  *
  * In PROXY each direction has a mode:
  *
  *   client -> sandbox (up):   HOLD  upgrade request: nothing until the response is known
- *                             BODY  the request body, counted by ingress_head_body_feed()
- *                             DISCARD  after the request: read and dropped
- *                             RAW   after 101 Switching Protocols: everything
- *   sandbox -> client (down): HEAD  response heads: 1xx passed on, the final one
- *                                   gets "Connection: close"; 101 only for upgrades
+ *                             BODY  the request body, counted by http1_body_feed()
+ *                             NEXT  after the request, kept alive: what follows is the next
+ *                                   request, left unread until the response is done
+ *                             DISCARD  after the request, closing: read and dropped
+ *                             RAW   after 101 Switching Protocols (until the relay starts)
+ *   sandbox -> client (down): HEAD  response heads: 1xx passed on, the final one gets
+ *                                   "Connection: keep-alive" or "close"; 101 only for upgrades
  *                             BODY  the response body, counted like the request's
- *                             RAW   after 101: everything, until EOF
+ *                             RAW   after 101 (until the relay starts)
  *                             DONE  the response is complete: the sandbox side is
  *                                   closed even if it would keep the connection
  *
  * Heads are copied out of libevent's buffers into a per-direction buffer of
- * at most INGRESS_HEAD_MAX bytes and scanned incrementally, so a client or
+ * at most HTTP1_HEAD_MAX bytes and scanned incrementally, so a client or
  * guest sending a byte at a time costs linear work. Bodies are never copied:
  * evbuffer chains move from one side's input to the other's output. When an
  * output holds INGRESS_HIGH_WATER bytes we stop reading its source until it
  * has drained to half of that, so a slow reader costs bounded memory.
  *
  * Closing mirrors TCP: an EOF from one side becomes shutdown(SHUT_WR) on the
- * other once its output is drained. When the sandbox has finished its
- * response and the client has nothing left to send (DISCARD), we shut the
- * client's write side and drain its input for a short linger, so the
- * response is not lost to a reset. Idle connections close after
- * INGRESS_IDLE_TIMEOUT_SEC without a byte either way; Connect streams send
- * keepalives every 50 s, well within it.
+ * other once its output is drained; so a sandbox that dies mid-body leaves
+ * the client a body without its end (no last chunk), never a clean end.
+ * When the sandbox has finished its response and the client has nothing
+ * left to send (DISCARD), we shut the client's write side and drain its
+ * input for a short linger, so the response is not lost to a reset. Idle
+ * connections close after INGRESS_IDLE_TIMEOUT_SEC without a byte either
+ * way; Connect streams send keepalives every 50 s, well within it.
  */
 #include "api/ingress.h"
 
@@ -51,10 +61,12 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -65,7 +77,11 @@
 #include "basic/macro.h"
 #include "basic/strbuf.h"
 #include "basic/time-util.h"
+#include "shared/envd.h"
+#include "shared/listener.h"
+#include "shared/relay.h"
 #include "shared/sandbox-id.h"
+#include "shared/tunnel-proto.h"
 
 #define INGRESS_HEAD_TIMEOUT_SEC 10   /* the whole request head */
 #define INGRESS_TUNNEL_TIMEOUT_SEC 15 /* the node answers within its 10 s connect deadline */
@@ -73,12 +89,18 @@
 #define INGRESS_REPLY_TIMEOUT_SEC 10 /* to write our own response */
 #define INGRESS_LINGER_SEC 2
 #define INGRESS_HIGH_WATER (256u * 1024) /* per direction */
-#define INGRESS_MAX_CONNS 4096
-#define INGRESS_TUNNEL_LINE_MAX 128
+/*
+ * Descriptors per connection for the connection cap: the client and the
+ * tunnel, and after 101 the relay's two duplicates and two pipes.
+ */
+#define INGRESS_FDS_PER_CONN 6
+#define INGRESS_MAX_PER_SANDBOX_MIN 64 /* per sandbox: an eighth of the cap, at least this */
+#define INGRESS_UNAUTH_BODY_MAX (64u << 20) /* signed /files uploads (no token) */
 #define INGRESS_ACCEPT_RETRY_MSEC 100
+#define INGRESS_KEEPALIVE_SEC 60 /* waiting for the next request on a kept-alive connection */
 
-enum conn_state { CONN_HEAD, CONN_TUNNEL, CONN_PROXY, CONN_REPLY, CONN_CLOSED };
-enum up_mode { UP_HOLD, UP_BODY, UP_DISCARD, UP_RAW };
+enum conn_state { CONN_HEAD, CONN_TUNNEL, CONN_PROXY, CONN_RELAY, CONN_REPLY, CONN_CLOSED };
+enum up_mode { UP_HOLD, UP_BODY, UP_DISCARD, UP_NEXT, UP_RAW };
 enum down_mode { DOWN_HEAD, DOWN_BODY, DOWN_RAW, DOWN_DONE };
 
 /* A head being collected: bytes copied out of an evbuffer, scanned incrementally. */
@@ -103,8 +125,14 @@ struct ingress_conn {
     bool upgrade;                  /* the request asks for a protocol switch */
     bool sent_response;            /* response bytes went to the client: no error page any more */
     bool head_request;             /* HEAD: the response has no body */
-    struct ingress_head_body body; /* the request's */
-    struct ingress_head_body resp_body; /* the final response's */
+    bool keep_alive;               /* another request may follow this exchange */
+    bool head_started;             /* the next request's first bytes arrived (keep-alive) */
+    unsigned requests;             /* served on this connection so far */
+    struct sockaddr_storage peer;  /* for listener_release() */
+    bool has_peer;
+    struct relay *relay;           /* CONN_RELAY: after 101, both sockets are the relay's */
+    struct http1_body body; /* the request's */
+    struct http1_body resp_body; /* the final response's */
     struct headbuf head;                /* request head, then the response heads */
     struct strbuf forward;              /* request head to send once the tunnel is open */
     bool client_eof, upstream_eof, client_shut, upstream_shut;
@@ -112,8 +140,7 @@ struct ingress_conn {
 
 struct ingress {
     struct event_base *base;
-    struct evconnlistener *listener;
-    struct event *accept_retry;
+    struct listener *listener;
     char *domain;
     ingress_lookup_fn lookup;
     void *userdata;
@@ -130,10 +157,10 @@ static void headbuf_reset(struct headbuf *h)
     *h = (struct headbuf){ 0 };
 }
 
-/* Moves up to INGRESS_HEAD_MAX - h->len bytes from in. Returns 0 or -ENOMEM. */
+/* Moves up to HTTP1_HEAD_MAX - h->len bytes from in. Returns 0 or -ENOMEM. */
 static int headbuf_fill(struct headbuf *h, struct evbuffer *in)
 {
-    size_t want = MIN(evbuffer_get_length(in), (size_t)INGRESS_HEAD_MAX - h->len);
+    size_t want = MIN(evbuffer_get_length(in), (size_t)HTTP1_HEAD_MAX - h->len);
 
     if (want == 0) {
         return 0;
@@ -143,7 +170,7 @@ static int headbuf_fill(struct headbuf *h, struct evbuffer *in)
         while (n < h->len + want) {
             n *= 2;
         }
-        n = MIN(n, (size_t)INGRESS_HEAD_MAX);
+        n = MIN(n, (size_t)HTTP1_HEAD_MAX);
         char *p = realloc(h->buf, n);
         if (!p) {
             return -ENOMEM;
@@ -184,6 +211,10 @@ static const char *reason_phrase(int status)
         return "Unauthorized";
     case 403:
         return "Forbidden";
+    case 411:
+        return "Length Required";
+    case 413:
+        return "Content Too Large";
     case 431:
         return "Request Header Fields Too Large";
     case 501:
@@ -275,7 +306,7 @@ static int error_body(const struct ingress_conn *c, int status, const char *mess
     return r;
 }
 
-static bool secret_equal(struct ingress_head_span got, const char *want)
+static bool secret_equal(struct http1_span got, const char *want)
 {
     size_t n = strlen(want);
     unsigned char diff = got.n != n;
@@ -302,12 +333,14 @@ static void conn_free(struct ingress_conn *c)
         c->next->prev = c->prev;
     }
     ig->n_conns--;
+    listener_release(ig->listener, c->has_peer ? (struct sockaddr *)&c->peer : NULL);
     if (c->client) {
         bufferevent_free(c->client);
     }
     if (c->upstream) {
         bufferevent_free(c->upstream);
     }
+    relay_free(c->relay);
     if (c->timer) {
         event_free(c->timer);
     }
@@ -414,8 +447,12 @@ static void conn_reply(struct ingress_conn *c, int status, const char *message, 
     }
     struct evbuffer *in = bufferevent_get_input(c->client);
     struct evbuffer *out = bufferevent_get_output(c->client);
+    /*
+     * Pipelined requests after this one are dropped (we close). The output
+     * is kept: on a kept-alive connection it may still hold the previous
+     * response's tail, and never holds any of this exchange's.
+     */
     evbuffer_drain(in, evbuffer_get_length(in));
-    evbuffer_drain(out, evbuffer_get_length(out));
     if (r < 0 || evbuffer_add(out, head.buf, head.len) < 0 ||
         evbuffer_add(out, body.buf, body.len) < 0) {
         strbuf_release(&body);
@@ -512,6 +549,7 @@ static void up_pump(struct ingress_conn *c)
     conn_touch(c);
     switch (c->up) {
     case UP_HOLD:
+    case UP_NEXT:
         return;
     case UP_RAW:
         if (evbuffer_add_buffer(out, in) < 0) {
@@ -525,7 +563,7 @@ static void up_pump(struct ingress_conn *c)
             if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
                 break;
             }
-            ssize_t n = ingress_head_body_feed(&c->body, v.iov_base, v.iov_len);
+            ssize_t n = http1_body_feed(&c->body, v.iov_base, v.iov_len, NULL, NULL);
             if (n < 0) {
                 if (!c->sent_response) {
                     conn_reply(c, 400, "malformed chunked request body", false, NULL);
@@ -541,6 +579,12 @@ static void up_pump(struct ingress_conn *c)
         }
         if (!c->body.done) {
             break;
+        }
+        if (c->keep_alive) {
+            /* What follows is the next request: left unread until this response is done. */
+            c->up = UP_NEXT;
+            bufferevent_disable(c->client, EV_READ);
+            return;
         }
         /* What follows the body is not for the sandbox. */
         c->up = UP_DISCARD;
@@ -560,11 +604,20 @@ static void up_pump(struct ingress_conn *c)
  * The response is complete: whatever else the sandbox sends is not for this
  * client, and a body still being uploaded is no longer wanted.
  */
+static void next_request(struct ingress_conn *c);
+
 static void response_done(struct ingress_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->upstream);
     struct evbuffer *out = bufferevent_get_output(c->upstream);
 
+    if (c->keep_alive && c->up == UP_NEXT) {
+        next_request(c);
+        return;
+    }
+    if (c->up == UP_NEXT) {
+        c->up = UP_DISCARD;
+    }
     c->down = DOWN_DONE;
     c->upstream_eof = true;
     bev_stop(c->upstream);
@@ -580,7 +633,7 @@ static void response_done(struct ingress_conn *c)
 }
 
 /* The final (non-1xx) response head is complete in c->head. */
-static int down_final_head(struct ingress_conn *c, const struct ingress_head_response *resp)
+static int down_final_head(struct ingress_conn *c, const struct http1_response *resp)
 {
     struct evbuffer *out = bufferevent_get_output(c->client);
     struct strbuf sb = STRBUF_INIT;
@@ -591,7 +644,13 @@ static int down_final_head(struct ingress_conn *c, const struct ingress_head_res
         c->up = UP_RAW;
         c->down = DOWN_RAW;
     } else {
-        r = ingress_head_rewrite_response(c->head.buf, resp->head_len, &sb);
+        /* A body that ends at EOF can only end the connection. */
+        if (resp->until_eof && !c->head_request && resp->status >= 200 && resp->status != 204 &&
+            resp->status != 304) {
+            c->keep_alive = false;
+        }
+        r = http1_rewrite_response(c->head.buf, resp, c->keep_alive ? "keep-alive" : "close",
+                                   &sb);
         if (r >= 0 && evbuffer_add(out, sb.buf, sb.len) < 0) {
             r = -ENOMEM;
         }
@@ -599,14 +658,82 @@ static int down_final_head(struct ingress_conn *c, const struct ingress_head_res
         if (c->up == UP_HOLD) {
             c->up = UP_DISCARD; /* an upgrade request has no body */
         }
-        ingress_head_body_init_response(&c->resp_body, resp, c->head_request);
+        if (c->up == UP_NEXT && !c->keep_alive) {
+            c->up = UP_DISCARD;
+        }
+        http1_body_init_response(&c->resp_body, resp, c->head_request);
         c->down = DOWN_BODY;
     }
     c->sent_response = true;
-    if (r >= 0 && !c->client_eof) {
+    if (r >= 0 && !c->client_eof && c->up != UP_NEXT) {
         bufferevent_enable(c->client, EV_READ);
     }
     return r;
+}
+
+static void relay_done(struct relay *r, int error, void *userdata)
+{
+    conn_close(userdata, error == 0            ? "done"
+                         : error == -ETIMEDOUT ? "idle timeout"
+                                               : "connection error");
+}
+
+/* Pushes everything buffered in b to the relay's side `to`, in order. */
+static int push_evbuffer(struct relay *r, int to, struct evbuffer *b)
+{
+    size_t n = evbuffer_get_length(b);
+    return n == 0 ? 0 : relay_push(r, to, evbuffer_pullup(b, (ssize_t)n), n);
+}
+
+/*
+ * After 101 the exchange is plain bytes both ways: the shared relay
+ * (splice, half-close, bounded) takes both sockets over. What libevent
+ * still buffers goes first, in order: toward the client its output (the
+ * 101 head) then what the sandbox sent after the head; toward the sandbox
+ * its output then what the client sent after its request.
+ */
+static void start_relay(struct ingress_conn *c)
+{
+    int cfd = fcntl(bufferevent_getfd(c->client), F_DUPFD_CLOEXEC, 3);
+    int ufd = fcntl(bufferevent_getfd(c->upstream), F_DUPFD_CLOEXEC, 3);
+    int r = cfd < 0 || ufd < 0 ? -errno : 0;
+
+    if (r >= 0) {
+        r = relay_new(c->ig->base, cfd, ufd, INGRESS_IDLE_TIMEOUT_SEC, relay_done, c, &c->relay);
+    }
+    if (r < 0) {
+        close_safe(cfd);
+        close_safe(ufd);
+        conn_close(c, "cannot start the relay");
+        return;
+    }
+    r = push_evbuffer(c->relay, RELAY_A, bufferevent_get_output(c->client));
+    if (r >= 0) {
+        r = push_evbuffer(c->relay, RELAY_A, bufferevent_get_input(c->upstream));
+    }
+    if (r >= 0) {
+        r = push_evbuffer(c->relay, RELAY_B, bufferevent_get_output(c->upstream));
+    }
+    if (r >= 0) {
+        r = push_evbuffer(c->relay, RELAY_B, bufferevent_get_input(c->client));
+    }
+    if (c->client_eof) {
+        relay_set_eof(c->relay, RELAY_A);
+    }
+    if (c->upstream_eof) {
+        relay_set_eof(c->relay, RELAY_B);
+    }
+    /* The originals close with their bufferevents; the relay has the duplicates. */
+    bev_stop(c->client);
+    bev_stop(c->upstream);
+    bufferevent_free(c->client);
+    bufferevent_free(c->upstream);
+    c->client = c->upstream = NULL;
+    c->state = CONN_RELAY;
+    event_del(c->timer);
+    if (r < 0 || relay_start(c->relay) < 0) {
+        conn_close(c, "out of memory");
+    }
 }
 
 /* Sandbox bytes, by mode. */
@@ -614,7 +741,7 @@ static void down_pump(struct ingress_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->upstream);
     struct evbuffer *out = bufferevent_get_output(c->client);
-    struct ingress_head_response resp;
+    struct http1_response resp;
 
     conn_touch(c);
     while (c->down == DOWN_HEAD && evbuffer_get_length(in) > 0) {
@@ -622,14 +749,14 @@ static void down_pump(struct ingress_conn *c)
             conn_close(c, "out of memory");
             return;
         }
-        size_t end = ingress_head_find_end(c->head.buf, c->head.len, &c->head.scan);
+        size_t end = http1_find_end(c->head.buf, c->head.len, &c->head.scan);
         if (end == 0) {
-            if (c->head.len < INGRESS_HEAD_MAX) {
+            if (c->head.len < HTTP1_HEAD_MAX) {
                 return;
             }
             log_sandbox_debug(c->id, "response head from port %u is too long", (unsigned)c->port);
         }
-        if (end == 0 || ingress_head_parse_response(c->head.buf, end, &resp) < 0 ||
+        if (end == 0 || http1_parse_response(c->head.buf, end, &resp) < 0 ||
             (resp.status == 101 && !c->upgrade)) {
             if (!c->sent_response) {
                 conn_reply(c, 502, "The sandbox sent an invalid HTTP response", false, NULL);
@@ -661,8 +788,8 @@ static void down_pump(struct ingress_conn *c)
             }
         }
     }
-    if (c->down == DOWN_RAW && evbuffer_add_buffer(out, in) < 0) {
-        conn_close(c, "out of memory");
+    if (c->down == DOWN_RAW) {
+        start_relay(c);
         return;
     }
     while (c->down == DOWN_BODY && !c->resp_body.done && evbuffer_get_length(in) > 0) {
@@ -670,7 +797,7 @@ static void down_pump(struct ingress_conn *c)
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
             break;
         }
-        ssize_t n = ingress_head_body_feed(&c->resp_body, v.iov_base, v.iov_len);
+        ssize_t n = http1_body_feed(&c->resp_body, v.iov_base, v.iov_len, NULL, NULL);
         if (n < 0) {
             conn_close(c, "malformed chunked response body");
             return;
@@ -682,6 +809,9 @@ static void down_pump(struct ingress_conn *c)
     }
     if (c->down == DOWN_BODY && c->resp_body.done) {
         response_done(c);
+        if (c->state != CONN_PROXY) {
+            return; /* kept alive: the upstream is gone, the next request is being read */
+        }
     }
     if (c->down != DOWN_DONE && evbuffer_get_length(out) >= INGRESS_HIGH_WATER) {
         bufferevent_disable(c->upstream, EV_READ);
@@ -763,7 +893,10 @@ static void start_proxy(struct ingress_conn *c)
     struct evbuffer *up_out = bufferevent_get_output(c->upstream);
 
     c->state = CONN_PROXY;
-    c->up = c->upgrade ? UP_HOLD : c->body.done ? UP_DISCARD : UP_BODY;
+    c->up = c->upgrade      ? UP_HOLD
+            : !c->body.done ? UP_BODY
+            : c->keep_alive ? UP_NEXT
+                            : UP_DISCARD;
     c->down = DOWN_HEAD;
     if (evbuffer_add(up_out, c->forward.buf, c->forward.len) < 0) {
         conn_close(c, "out of memory");
@@ -780,7 +913,7 @@ static void start_proxy(struct ingress_conn *c)
     bufferevent_setwatermark(c->upstream, EV_WRITE, INGRESS_HIGH_WATER / 2, 0);
     bufferevent_enable(c->upstream, EV_READ | EV_WRITE);
     bufferevent_enable(c->client, EV_WRITE);
-    if (c->up != UP_HOLD) {
+    if (c->up != UP_HOLD && c->up != UP_NEXT) {
         bufferevent_enable(c->client, EV_READ);
     }
     conn_touch(c);
@@ -803,22 +936,23 @@ static void tunnel_read_cb(struct bufferevent *bev, void *userdata)
     char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_LF);
 
     if (!line) {
-        if (evbuffer_get_length(in) >= INGRESS_TUNNEL_LINE_MAX) {
+        if (evbuffer_get_length(in) >= TUNNEL_PROTO_LINE_MAX) {
             conn_reply(c, 502, "invalid answer from the sandbox's node", false, NULL);
         }
         return;
     }
-    if (strcmp(line, "OK") == 0) {
+    int status = 0;
+    if (tunnel_proto_parse_reply(line, n, &status, NULL, NULL) == 0 && status == 0) {
         free(line);
         start_proxy(c);
         return;
     }
     log_sandbox_debug(c->id, "node refused the tunnel to port %u: %s", (unsigned)c->port, line);
-    if (strncmp(line, "ERR 404", 7) == 0) {
+    if (status == 404) {
         reply_not_found(c);
-    } else if (strncmp(line, "ERR 502", 7) == 0 || strncmp(line, "ERR 504", 7) == 0) {
+    } else if (status == 502 || status == 504) {
         reply_port_closed(c);
-    } else if (strncmp(line, "ERR 503", 7) == 0) {
+    } else if (status == 503) {
         conn_reply(c, 503, "The sandbox's node is busy", false, "Retry-After: 1\r\n");
     } else {
         log_sandbox_warning(c->id, "unexpected tunnel answer '%.64s'", line);
@@ -857,12 +991,16 @@ static int open_tunnel(struct ingress_conn *c, const struct ingress_target *targ
         close_safe(fd);
         return -ENOMEM;
     }
-    if (evbuffer_add_printf(bufferevent_get_output(c->upstream), "TUNNEL %s %u\n", c->id,
-                            (unsigned)c->port) < 0) {
+    char line[TUNNEL_PROTO_LINE_MAX];
+    int len = tunnel_proto_format_request(line, sizeof(line), c->id, c->port);
+    if (len < 0) {
+        return len;
+    }
+    if (evbuffer_add(bufferevent_get_output(c->upstream), line, (size_t)len) < 0) {
         return -ENOMEM;
     }
     bufferevent_setcb(c->upstream, tunnel_read_cb, NULL, tunnel_event_cb, c);
-    bufferevent_setwatermark(c->upstream, EV_READ, 0, INGRESS_TUNNEL_LINE_MAX);
+    bufferevent_setwatermark(c->upstream, EV_READ, 0, TUNNEL_PROTO_LINE_MAX);
     if (bufferevent_enable(c->upstream, EV_READ | EV_WRITE) < 0) {
         return -ENOMEM;
     }
@@ -873,14 +1011,23 @@ static int open_tunnel(struct ingress_conn *c, const struct ingress_target *targ
 
 /* ---- the request head ---- */
 
-/* envd routes only the platform may call (e2b-compat.md 6.6). */
+/*
+ * envd routes only the platform may call (e2b-compat.md 6.6). The path is
+ * canonical by now (http1_path_is_canonical()), so "//x/init", "/./init" and
+ * "/%69nit" never get here; the match ignores case and covers sub-paths, so
+ * "/INIT" and "/init/" are blocked too whatever envd's router makes of them.
+ */
 static bool envd_internal_path(const struct ingress_head_request *req)
 {
     static const char *const internal[] = {
         "/init", "/freeze", "/unfreeze", "/fsfreeze", "/fsthaw", "/collapse", "/upgrade",
     };
+    struct http1_span path = req->http.path;
+
     for (size_t i = 0; i < ARRAY_SIZE(internal); i++) {
-        if (ingress_head_span_eq(req->path, internal[i])) {
+        size_t n = strlen(internal[i]);
+        if (path.n >= n && strncasecmp(path.p, internal[i], n) == 0 &&
+            (path.n == n || path.p[n] == '/')) {
             return true;
         }
     }
@@ -890,10 +1037,28 @@ static bool envd_internal_path(const struct ingress_head_request *req)
 /* Requests envd authenticates itself (e2b-compat.md 5.1). */
 static bool envd_token_exempt(const struct ingress_head_request *req)
 {
-    if (ingress_head_span_eq(req->method, "GET") && ingress_head_span_eq(req->path, "/health")) {
+    if (http1_span_eq(req->http.method, "GET") && http1_span_eq(req->http.path, "/health")) {
         return true;
     }
-    return ingress_head_span_eq(req->path, "/files") && ingress_head_query_has(req, "signature");
+    return http1_span_eq(req->http.path, "/files") && ingress_head_query_has(req, "signature");
+}
+
+/* Connections past their head that target sandbox id (this one included once routed). */
+static unsigned sandbox_conns(const struct ingress *ig, const char *id)
+{
+    unsigned n = 0;
+    for (const struct ingress_conn *k = ig->conns; k; k = k->next) {
+        if (k->state != CONN_HEAD && k->state != CONN_CLOSED && k->state != CONN_REPLY &&
+            strcmp(k->id, id) == 0) {
+            n++;
+        }
+    }
+    return n;
+}
+
+static unsigned max_per_sandbox(const struct ingress *ig)
+{
+    return MAX(listener_max_conns(ig->listener) / 8, (unsigned)INGRESS_MAX_PER_SANDBOX_MIN);
 }
 
 static void head_complete(struct ingress_conn *c, size_t head_len)
@@ -933,9 +1098,32 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
         return;
     }
     target.access_token[sizeof(target.access_token) - 1] = '\0';
-    if (c->port == INGRESS_ENVD_PORT) {
+    /* One sandbox (say, a guest that accepts and never answers) cannot take every slot. */
+    if (sandbox_conns(c->ig, c->id) >= max_per_sandbox(c->ig)) {
+        explicit_bzero(target.access_token, sizeof(target.access_token));
+        conn_reply(c, 503, "too many connections to this sandbox", false, "Retry-After: 1\r\n");
+        return;
+    }
+    if (c->port == ENVD_PORT) {
+        /* Route on the path envd will see: one spelling only (security.md, ingress). */
+        if (!http1_path_is_canonical(req.http.path)) {
+            conn_reply(c, 400, "non-canonical request path", false, NULL);
+            return;
+        }
         if (envd_internal_path(&req)) {
             conn_reply(c, 403, "this envd route is internal to the platform", false, NULL);
+            return;
+        }
+        /* What passes without the token gets a small body: none for /health. */
+        if (target.has_token && envd_token_exempt(&req) &&
+            (req.http.chunked || req.http.content_length > (http1_span_eq(req.http.path, "/health")
+                                                                ? 0
+                                                                : INGRESS_UNAUTH_BODY_MAX))) {
+            explicit_bzero(target.access_token, sizeof(target.access_token));
+            conn_reply(c, req.http.chunked ? 411 : 413,
+                       req.http.chunked ? "a length is required without an access token"
+                                        : "request body too large without an access token",
+                       false, NULL);
             return;
         }
         if (target.has_token && !envd_token_exempt(&req) &&
@@ -947,12 +1135,14 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
     }
     explicit_bzero(target.access_token, sizeof(target.access_token));
 
-    c->upgrade = req.upgrade && !req.chunked && req.content_length == 0;
-    c->head_request = ingress_head_span_eq(req.method, "HEAD");
-    req.upgrade = c->upgrade; /* an upgrade with a body is forwarded as a plain request */
-    ingress_head_body_init(&c->body, &req);
-    strbuf_init(&c->forward, INGRESS_HEAD_MAX + 1024); /* + CRLFs and Connection */
-    r = ingress_head_rewrite_request(c->head.buf, &req, &c->forward);
+    c->upgrade = req.http.upgrade && !req.http.chunked && req.http.content_length == 0;
+    c->head_request = http1_span_eq(req.http.method, "HEAD");
+    /* HTTP/1.1 clients only: a 1.0 client could get a chunked body it cannot frame. */
+    c->keep_alive = req.http.keep_alive && !req.http.http10 && !c->upgrade;
+    req.http.upgrade = c->upgrade; /* an upgrade with a body is forwarded as a plain request */
+    http1_body_init_request(&c->body, &req.http);
+    strbuf_init(&c->forward, HTTP1_HEAD_MAX + 1024); /* + CRLFs and Connection */
+    r = http1_rewrite_request(c->head.buf, &req.http, &c->forward);
     if (r >= 0) {
         r = headbuf_return_rest(&c->head, head_len, in);
     }
@@ -980,17 +1170,76 @@ static void head_read_cb(struct bufferevent *bev, void *userdata)
         conn_close(c, "out of memory");
         return;
     }
-    size_t end = ingress_head_find_end(c->head.buf, c->head.len, &c->head.scan);
+    if (!c->head_started && c->head.len > 0) {
+        /* A kept-alive connection waited up to INGRESS_KEEPALIVE_SEC; the head itself gets less. */
+        c->head_started = true;
+        timer_set(c, INGRESS_HEAD_TIMEOUT_SEC);
+    }
+    size_t end = http1_find_end(c->head.buf, c->head.len, &c->head.scan);
     if (end > 0) {
         head_complete(c, end);
-    } else if (c->head.len >= INGRESS_HEAD_MAX) {
+    } else if (c->head.len >= HTTP1_HEAD_MAX) {
         conn_reply(c, 431, "request header fields too large", false, NULL);
     }
 }
 
+static void drained_write_cb(struct bufferevent *bev, void *userdata)
+{
+    conn_close(userdata, "done");
+}
+
 static void head_event_cb(struct bufferevent *bev, short what, void *userdata)
 {
-    conn_close(userdata, "client went away before its request was complete");
+    struct ingress_conn *c = userdata;
+
+    /* EOF between kept-alive requests: the previous response may still be flushing. */
+    if ((what & BEV_EVENT_EOF) && c->head.len == 0 &&
+        evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+        c->client_eof = true;
+        bufferevent_disable(bev, EV_READ);
+        bufferevent_setcb(bev, NULL, drained_write_cb, reply_event_cb, c);
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        return;
+    }
+    conn_close(c, c->requests > 0 && c->head.len == 0
+                      ? "done"
+                      : "client went away before its request was complete");
+}
+
+/*
+ * The response is complete and the client asked to keep the connection:
+ * the tunnel closes (one upstream connection per request, so routing,
+ * lookup and the token are checked again for every request) and the
+ * connection goes back to reading a head. Pipelined bytes already read
+ * are processed from the loop, not from here (we are inside down_pump()).
+ */
+static void next_request(struct ingress_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->client);
+
+    bev_stop(c->upstream);
+    bufferevent_free(c->upstream);
+    c->upstream = NULL;
+    headbuf_reset(&c->head);
+    strbuf_release(&c->forward);
+    c->state = CONN_HEAD;
+    c->up = UP_HOLD;
+    c->down = DOWN_HEAD;
+    c->id[0] = '\0';
+    c->port = 0;
+    c->html = c->upgrade = c->sent_response = c->head_request = c->keep_alive = false;
+    c->head_started = false;
+    c->upstream_eof = c->upstream_shut = false;
+    c->requests++;
+    bufferevent_setcb(c->client, head_read_cb, NULL, head_event_cb, c);
+    bufferevent_setwatermark(c->client, EV_READ, 0, HTTP1_HEAD_MAX);
+    bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+    bufferevent_enable(c->client, EV_READ | EV_WRITE);
+    timer_set(c, INGRESS_KEEPALIVE_SEC);
+    if (evbuffer_get_length(in) > 0) {
+        bufferevent_trigger(c->client, EV_READ,
+                            BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    }
 }
 
 /* ---- timers ---- */
@@ -1020,6 +1269,8 @@ static void timer_cb(evutil_socket_t fd, short what, void *userdata)
         }
         break;
     }
+    case CONN_RELAY: /* the relay has its own idle timeout */
+        break;
     case CONN_REPLY:
     case CONN_CLOSED:
         conn_close(c, NULL);
@@ -1029,25 +1280,27 @@ static void timer_cb(evutil_socket_t fd, short what, void *userdata)
 
 /* ---- listener ---- */
 
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-                      int socklen, void *userdata)
+/* A connection under the listener's caps (listener.h: total from RLIMIT_NOFILE, per peer). */
+static void accept_cb(struct listener *l, int fd, const struct sockaddr *sa, socklen_t socklen,
+                      void *userdata)
 {
     struct ingress *ig = userdata;
     struct ingress_conn *c;
     int one = 1;
 
-    if (ig->n_conns >= INGRESS_MAX_CONNS) {
-        close_safe(fd);
-        return;
-    }
     c = calloc(1, sizeof(*c));
     if (!c) {
         close_safe(fd);
+        listener_release(l, sa);
         return;
     }
     /* Stream events are small and must not wait for Nagle. */
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     *c = (struct ingress_conn){ .ig = ig, .state = CONN_HEAD };
+    if (sa && socklen <= sizeof(c->peer)) {
+        memcpy(&c->peer, sa, socklen);
+        c->has_peer = true;
+    }
     c->client = bufferevent_socket_new(ig->base, fd, BEV_OPT_CLOSE_ON_FREE);
     if (!c->client) {
         close_safe(fd);
@@ -1066,7 +1319,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     }
     bufferevent_setcb(c->client, head_read_cb, NULL, head_event_cb, c);
     /* libevent reads no further ahead than one head. */
-    bufferevent_setwatermark(c->client, EV_READ, 0, INGRESS_HEAD_MAX);
+    bufferevent_setwatermark(c->client, EV_READ, 0, HTTP1_HEAD_MAX);
     if (bufferevent_enable(c->client, EV_READ) < 0) {
         conn_free(c);
         return;
@@ -1074,28 +1327,9 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     timer_set(c, INGRESS_HEAD_TIMEOUT_SEC);
 }
 
-static void accept_retry_cb(evutil_socket_t fd, short what, void *userdata)
-{
-    struct ingress *ig = userdata;
-    evconnlistener_enable(ig->listener);
-}
-
-/* accept() failed (EMFILE, ENOBUFS): pause instead of spinning on the ready listener. */
-static void accept_error_cb(struct evconnlistener *l, void *userdata)
-{
-    struct timeval retry = { 0, INGRESS_ACCEPT_RETRY_MSEC * 1000 };
-    struct ingress *ig = userdata;
-
-    log_warning_errno(-errno, "cannot accept ingress connection: %m");
-    evconnlistener_disable(l);
-    evtimer_add(ig->accept_retry, &retry);
-}
-
 int ingress_new(struct event_base *base, const char *listen_ip, uint16_t port, const char *domain,
                 ingress_lookup_fn lookup, void *userdata, struct ingress **ret)
 {
-    struct sockaddr_storage ss = { 0 };
-    socklen_t sslen;
     struct ingress *ig = NULL;
     int r;
 
@@ -1105,19 +1339,6 @@ int ingress_new(struct event_base *base, const char *listen_ip, uint16_t port, c
     assert(lookup);
     assert(ret);
 
-    struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, listen_ip, &sin->sin_addr) == 1) {
-        sin->sin_family = AF_INET;
-        sin->sin_port = htons(port);
-        sslen = sizeof(*sin);
-    } else if (inet_pton(AF_INET6, listen_ip, &sin6->sin6_addr) == 1) {
-        sin6->sin6_family = AF_INET6;
-        sin6->sin6_port = htons(port);
-        sslen = sizeof(*sin6);
-    } else {
-        return -EINVAL;
-    }
     if (!*domain || strlen(domain) > 253) {
         return -EINVAL;
     }
@@ -1127,25 +1348,20 @@ int ingress_new(struct event_base *base, const char *listen_ip, uint16_t port, c
     }
     *ig = (struct ingress){ .base = base, .lookup = lookup, .userdata = userdata };
     ig->domain = strdup(domain);
-    ig->accept_retry = evtimer_new(base, accept_retry_cb, ig);
-    if (!ig->domain || !ig->accept_retry) {
+    if (!ig->domain) {
         r = -ENOMEM;
         goto fail;
     }
-    ig->listener = evconnlistener_new_bind(
-        base, accept_cb, ig, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE, 512,
-        (struct sockaddr *)&ss, (int)sslen);
-    if (!ig->listener) {
-        r = errno > 0 ? -errno : -EADDRINUSE;
+    (void)listener_raise_nofile();
+    struct listener_limits limits = {
+        .fds_per_conn = INGRESS_FDS_PER_CONN,
+        .max_per_peer = listener_conns_from_rlimit(INGRESS_FDS_PER_CONN) / 2,
+    };
+    r = listener_new_tcp(base, listen_ip, port, &limits, accept_cb, ig, &ig->listener);
+    if (r < 0) {
         goto fail;
     }
-    evconnlistener_set_error_cb(ig->listener, accept_error_cb);
-    sslen = sizeof(ss);
-    if (getsockname(evconnlistener_get_fd(ig->listener), (struct sockaddr *)&ss, &sslen) < 0) {
-        r = -errno;
-        goto fail;
-    }
-    ig->port = ntohs(ss.ss_family == AF_INET ? sin->sin_port : sin6->sin6_port);
+    ig->port = listener_port(ig->listener);
     *ret = ig;
     return 0;
 fail:
@@ -1171,12 +1387,7 @@ struct ingress *ingress_free(struct ingress *ig)
     while (ig->conns) {
         conn_free(ig->conns);
     }
-    if (ig->listener) {
-        evconnlistener_free(ig->listener);
-    }
-    if (ig->accept_retry) {
-        event_free(ig->accept_retry);
-    }
+    listener_free(ig->listener);
     free(ig->domain);
     free(ig);
     return NULL;

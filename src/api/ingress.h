@@ -14,7 +14,7 @@
  * tunnel, for every request. Nothing after the first request's body reaches
  * the sandbox.
  *
- * Port 49983 is envd: when the target has an access token, requests must
+ * Port ENVD_PORT (shared/envd.h) is envd: when the target has an access token, requests must
  * carry it in X-Access-Token, except GET /health and /files with a
  * "signature" query parameter, which envd checks itself (e2b-compat.md
  * 5.1). envd's internal routes (/init and the pause helpers) are refused.
@@ -24,7 +24,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define INGRESS_ENVD_PORT 49983
 
 struct event_base;
 struct ingress;

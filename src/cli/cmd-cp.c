@@ -22,6 +22,7 @@
 #include "basic/strbuf.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "shared/envd.h"
 #include "shared/http-client.h"
 #include "shared/sandbox-id.h"
 
@@ -130,7 +131,7 @@ int cmd_cp(int argc, char **argv)
     }
     snprintf(hdr_id, sizeof(hdr_id), "E2b-Sandbox-Id: %s", id);
     snprintf(hdr_token, sizeof(hdr_token), "X-Access-Token: %s", token ? token : "");
-    const char *headers[] = { hdr_id, "E2b-Sandbox-Port: 49983", hdr_token,
+    const char *headers[] = { hdr_id, "E2b-Sandbox-Port: " ENVD_PORT_STR, hdr_token,
                               "Content-Type: application/octet-stream", NULL };
     r = http_connect_tcp(ip, port, 5 * USEC_PER_SEC, &fd);
     if (r < 0) {

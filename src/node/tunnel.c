@@ -16,9 +16,10 @@
  *                                    and a short linger reading what it still sends
  *   any -> CLOSED                    conn_close(); reap_cb() frees it later (R15)
  *
- * SPLICING ends when both sides have sent EOF and received ours
- * (shut_side()), on an error on either side, or when the sweep finds the
- * sandbox gone.
+ * SPLICING is the shared relay (src/shared/relay.h: splice(2), half-close,
+ * bounded buffers): it ends when both sides have sent EOF and received
+ * ours, on an error on either side, after TUNNEL_IDLE_TIMEOUT_SEC without
+ * a byte, or when the sweep finds the sandbox gone.
  *
  * Reaching the guest: every guest port sits on 169.254.0.2 inside the netns
  * /run/netns/space-<id> (netslot.h). The loop thread enters that namespace
@@ -34,10 +35,9 @@
  * sandbox up by id (no tunnel holds a vm pointer) and is closed when the
  * sandbox is gone or no longer RUNNING.
  *
- * Flow control: each direction moves one bufferevent's input to the other's
- * output. When that output holds TUNNEL_HIGH_WATER bytes, reading from the
- * source stops until the output has drained to half of it, so a slow reader
- * on one side never makes the node buffer more than that per direction.
+ * Flow control is the relay's: at most RELAY_BUFFER bytes per direction
+ * (in a pipe), the source unread while it is full, so a slow reader on one
+ * side never makes the node buffer more than that.
  */
 #include "node/tunnel.h"
 
@@ -67,16 +67,20 @@
 #include "basic/parse-util.h"
 #include "node/manager.h"
 #include "node/netslot.h"
+#include "shared/listener.h"
+#include "shared/relay.h"
 #include "shared/sandbox-id.h"
+#include "shared/tunnel-proto.h"
 
-#define TUNNEL_LINE_MAX 128 /* "TUNNEL <20 chars> <5 digits>\n" is 34 */
 #define TUNNEL_REQUEST_TIMEOUT_SEC 10
 #define TUNNEL_CONNECT_TIMEOUT_SEC 10
 #define TUNNEL_LINGER_SEC 2             /* after an ERR line */
-#define TUNNEL_HIGH_WATER (256u * 1024) /* per direction */
-#define TUNNEL_MAX_CONNS 4096
+/* Longer than the ingress' 15 min, so the ingress (which answers the client) times out first. */
+#define TUNNEL_IDLE_TIMEOUT_SEC (16 * 60)
+/* Descriptors per tunnel for the cap: client, guest, and the relay's two pipes. */
+#define TUNNEL_FDS_PER_CONN 4
+#define TUNNEL_MAX_PER_SANDBOX_MIN 64 /* per sandbox: an eighth of the cap, at least this */
 #define TUNNEL_SWEEP_SEC 1
-#define TUNNEL_ACCEPT_RETRY_MSEC 100 /* after EMFILE and friends */
 
 enum conn_state {
     CONN_REQUEST,
@@ -94,8 +98,10 @@ struct tunnel_conn {
     enum conn_state state;
     char id[SANDBOX_ID_LEN + 1];
     uint16_t port;
-    struct bufferevent *bev[2]; /* [SIDE_CLIENT], [SIDE_GUEST] (the latter once connected) */
-    int connect_fd;             /* the guest socket until its bufferevent owns it */
+    struct bufferevent *bev[2]; /* [SIDE_CLIENT] until the relay takes over; [SIDE_GUEST] unused */
+    int client_fd;              /* owned here until the relay takes it (bev does not close it) */
+    int connect_fd;             /* the guest socket until the relay owns it */
+    struct relay *relay;        /* SPLICING */
     struct event *timer;        /* request deadline, then the linger after ERR */
     struct event *connect_ev;   /* EV_WRITE on connect_fd, with the connect deadline */
     struct event *reaper;
@@ -105,8 +111,8 @@ struct tunnel_conn {
 
 struct tunnel {
     struct manager *m;
-    struct evconnlistener *listener;
-    struct event *sweep, *accept_retry;
+    struct listener *listener;
+    struct event *sweep;
     int self_netns; /* the loop thread's own netns, to return to */
     char path[sizeof(((struct sockaddr_un *)NULL)->sun_path)];
     dev_t dev; /* of the socket we bound: only that one is unlinked at the end */
@@ -128,12 +134,15 @@ static void conn_free(struct tunnel_conn *c)
         c->next->prev = c->prev;
     }
     t->n_conns--;
+    listener_release(t->listener, NULL);
     for (size_t i = 0; i < ARRAY_SIZE(c->bev); i++) {
         if (c->bev[i]) {
             bufferevent_free(c->bev[i]);
         }
     }
     close_safe(c->connect_fd);
+    close_safe(c->client_fd);
+    relay_free(c->relay);
     if (c->timer) {
         event_free(c->timer);
     }
@@ -242,107 +251,47 @@ static void conn_fail(struct tunnel_conn *c, int status, const char *message)
 
 /* ---- splicing ---- */
 
-static int side_of(const struct tunnel_conn *c, const struct bufferevent *bev)
-{
-    return bev == c->bev[SIDE_GUEST] ? SIDE_GUEST : SIDE_CLIENT;
-}
-
-/* Sends EOF to side s (its peer has closed and everything is delivered). */
-static void shut_side(struct tunnel_conn *c, int s)
-{
-    if (!c->shut[s]) {
-        c->shut[s] = true;
-        (void)shutdown(bufferevent_getfd(c->bev[s]), SHUT_WR);
-    }
-    if (c->shut[SIDE_CLIENT] && c->shut[SIDE_GUEST]) {
-        conn_close(c, "both sides closed");
-    }
-}
-
-/* Moves what src read to the other side; pauses src while that side's output is full. */
-static void splice_read_cb(struct bufferevent *src, void *userdata)
+static void relay_done(struct relay *r, int error, void *userdata)
 {
     struct tunnel_conn *c = userdata;
-    struct bufferevent *dst = c->bev[!side_of(c, src)];
-    struct evbuffer *out = bufferevent_get_output(dst);
 
-    if (evbuffer_add_buffer(out, bufferevent_get_input(src)) < 0) {
-        conn_close(c, "out of memory");
-        return;
-    }
-    if (evbuffer_get_length(out) >= TUNNEL_HIGH_WATER) {
-        bufferevent_disable(src, EV_READ);
-    }
+    conn_close(c, error == 0            ? "both sides closed"
+                  : error == -ETIMEDOUT ? "idle timeout"
+                                        : "connection error");
 }
 
-/* dst's output drained below the low-water mark: resume its source, or pass on its EOF. */
-static void splice_write_cb(struct bufferevent *dst, void *userdata)
-{
-    struct tunnel_conn *c = userdata;
-    int d = side_of(c, dst);
-
-    if (!c->eof[!d]) {
-        bufferevent_enable(c->bev[!d], EV_READ);
-    } else if (evbuffer_get_length(bufferevent_get_output(dst)) == 0) {
-        shut_side(c, d);
-    }
-}
-
-static void splice_event_cb(struct bufferevent *bev, short what, void *userdata)
-{
-    struct tunnel_conn *c = userdata;
-    int s = side_of(c, bev);
-
-    if (what & BEV_EVENT_EOF) {
-        c->eof[s] = true;
-        if (evbuffer_get_length(bufferevent_get_input(bev)) > 0) {
-            splice_read_cb(bev, c);
-            if (c->state == CONN_CLOSED) {
-                return;
-            }
-        }
-        if (evbuffer_get_length(bufferevent_get_output(c->bev[!s])) == 0) {
-            shut_side(c, !s);
-        }
-        return;
-    }
-    conn_close(c, s == SIDE_GUEST ? "guest connection error" : "client connection error");
-}
-
+/* Connected: "OK", then the relay owns both sockets (early client bytes go first). */
 static void conn_splice(struct tunnel_conn *c, int fd)
 {
     struct event_base *base = c->t->m->base;
-    struct bufferevent *client = c->bev[SIDE_CLIENT], *guest;
+    struct bufferevent *client = c->bev[SIDE_CLIENT];
+    struct evbuffer *early = bufferevent_get_input(client);
+    int r;
 
-    guest = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
-    if (!guest) {
+    r = relay_new(base, c->client_fd, fd, TUNNEL_IDLE_TIMEOUT_SEC, relay_done, c, &c->relay);
+    if (r < 0) {
         close_safe(fd);
         conn_fail(c, 500, "out of memory");
         return;
     }
-    c->bev[SIDE_GUEST] = guest;
+    c->client_fd = -EBADF; /* both are the relay's now */
     c->state = CONN_SPLICING;
     event_del(c->timer);
     log_sandbox_debug(c->id, "tunnel to port %u open", (unsigned)c->port);
 
-    /* OK first, then whatever the client sent early goes to the guest. */
-    if (evbuffer_add(bufferevent_get_output(client), "OK\n", 3) < 0 ||
-        evbuffer_add_buffer(bufferevent_get_output(guest), bufferevent_get_input(client)) < 0) {
+    size_t n = evbuffer_get_length(early);
+    r = relay_push(c->relay, RELAY_A, TUNNEL_PROTO_OK, strlen(TUNNEL_PROTO_OK));
+    if (r >= 0 && n > 0) {
+        r = relay_push(c->relay, RELAY_B, evbuffer_pullup(early, (ssize_t)n), n);
+    }
+    if (c->eof[SIDE_CLIENT]) {
+        relay_set_eof(c->relay, RELAY_A); /* EOF before OK: passed on after the early bytes */
+    }
+    /* The bufferevent's job is done; it does not own the fd. */
+    bufferevent_free(client);
+    c->bev[SIDE_CLIENT] = NULL;
+    if (r < 0 || relay_start(c->relay) < 0) {
         conn_close(c, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < ARRAY_SIZE(c->bev); i++) {
-        bufferevent_setcb(c->bev[i], splice_read_cb, splice_write_cb, splice_event_cb, c);
-        bufferevent_setwatermark(c->bev[i], EV_READ, 0, 0);
-        bufferevent_setwatermark(c->bev[i], EV_WRITE, TUNNEL_HIGH_WATER / 2, 0);
-        if (bufferevent_enable(c->bev[i], c->eof[i] ? EV_WRITE : EV_READ | EV_WRITE) < 0) {
-            conn_close(c, "cannot enable events");
-            return;
-        }
-    }
-    /* EOF before OK: passed on once the early bytes are out (splice_write_cb). */
-    if (c->eof[SIDE_CLIENT] && evbuffer_get_length(bufferevent_get_output(guest)) == 0) {
-        shut_side(c, SIDE_GUEST);
     }
 }
 
@@ -486,44 +435,48 @@ static void timer_cb(evutil_socket_t fd, short what, void *userdata)
     }
 }
 
+/* Tunnels to sandbox id that are connecting or open, plus the one asking (routed, not yet). */
+static unsigned sandbox_tunnels(const struct tunnel *t, const char *id)
+{
+    unsigned n = 0;
+    for (const struct tunnel_conn *k = t->conns; k; k = k->next) {
+        if ((k->state == CONN_CONNECTING || k->state == CONN_SPLICING ||
+             k->state == CONN_REQUEST) &&
+            strcmp(k->id, id) == 0) {
+            n++;
+        }
+    }
+    return n;
+}
+
 static void request_read_cb(struct bufferevent *bev, void *userdata)
 {
     struct tunnel_conn *c = userdata;
     struct evbuffer *in = bufferevent_get_input(bev);
     struct manager *m = c->t->m;
-    char *line, *id, *space;
-    uint32_t port;
+    char *line;
     size_t n;
+    int r;
 
     if (c->state != CONN_REQUEST) {
         return; /* more bytes before OK: kept in the input, forwarded after it */
     }
     line = evbuffer_readln(in, &n, EVBUFFER_EOL_LF);
     if (!line) {
-        if (evbuffer_get_length(in) >= TUNNEL_LINE_MAX) {
+        if (evbuffer_get_length(in) >= TUNNEL_PROTO_LINE_MAX) {
             conn_fail(c, 400, "request line too long");
         }
         return;
     }
-    if (n > 0 && line[n - 1] == '\r') {
-        line[--n] = '\0';
-    }
-    id = strncmp(line, "TUNNEL ", 7) == 0 ? line + 7 : NULL;
-    space = id ? strchr(id, ' ') : NULL;
-    if (!space) {
-        free(line);
-        conn_fail(c, 400, "expected 'TUNNEL <sandbox-id> <port>'");
-        return;
-    }
-    *space = '\0';
-    if (!sandbox_id_is_valid(id) || parse_u32(space + 1, &port) < 0 || port == 0 || port > 65535) {
-        free(line);
-        conn_fail(c, 400, "invalid sandbox id or port");
-        return;
-    }
-    memcpy(c->id, id, SANDBOX_ID_LEN + 1);
-    c->port = (uint16_t)port;
+    r = tunnel_proto_parse_request(line, n, c->id, &c->port);
     free(line);
+    if (r < 0) {
+        c->id[0] = '\0';
+        conn_fail(c, 400,
+                  r == -EBADMSG ? "expected 'TUNNEL <sandbox-id> <port>'"
+                                : "invalid sandbox id or port");
+        return;
+    }
 
     if (m->stopping) {
         conn_fail(c, 503, "node is stopping");
@@ -534,13 +487,20 @@ static void request_read_cb(struct bufferevent *bev, void *userdata)
         conn_fail(c, 404, vm ? "sandbox not running" : "sandbox not found");
         return;
     }
+    /* A guest that accepts and never answers cannot take every tunnel. */
+    if (sandbox_tunnels(c->t, c->id) > MAX(listener_max_conns(c->t->listener) / 8,
+                                           (unsigned)TUNNEL_MAX_PER_SANDBOX_MIN)) {
+        conn_fail(c, 503, "too many tunnels to this sandbox");
+        return;
+    }
     conn_connect(c);
 }
 
 /* ---- listener ---- */
 
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-                      int socklen, void *userdata)
+/* A connection under the listener's cap (listener.h: from RLIMIT_NOFILE). */
+static void accept_cb(struct listener *l, int fd, const struct sockaddr *sa, socklen_t socklen,
+                      void *userdata)
 {
     struct timeval timeout = { TUNNEL_REQUEST_TIMEOUT_SEC, 0 };
     struct tunnel *t = userdata;
@@ -549,15 +509,14 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 
     if (!c) {
         close_safe(fd);
+        listener_release(l, NULL);
         return;
     }
-    *c = (struct tunnel_conn){ .t = t, .state = CONN_REQUEST, .connect_fd = -EBADF };
-    c->bev[SIDE_CLIENT] = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+    *c = (struct tunnel_conn){ .t = t, .state = CONN_REQUEST, .connect_fd = -EBADF,
+                               .client_fd = fd };
+    c->bev[SIDE_CLIENT] = bufferevent_socket_new(base, fd, 0);
     c->timer = evtimer_new(base, timer_cb, c);
     c->reaper = evtimer_new(base, reap_cb, c);
-    if (!c->bev[SIDE_CLIENT]) {
-        close_safe(fd);
-    }
     c->next = t->conns;
     if (t->conns) {
         t->conns->prev = c;
@@ -568,34 +527,17 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         conn_free(c);
         return;
     }
-    if (t->n_conns > TUNNEL_MAX_CONNS || t->m->stopping) {
-        conn_fail(c, 503, t->m->stopping ? "node is stopping" : "too many tunnels");
+    if (t->m->stopping) {
+        conn_fail(c, 503, "node is stopping");
         return;
     }
     bufferevent_setcb(c->bev[SIDE_CLIENT], request_read_cb, NULL, request_event_cb, c);
     /* The input never grows past one request line. */
-    bufferevent_setwatermark(c->bev[SIDE_CLIENT], EV_READ, 0, TUNNEL_LINE_MAX);
+    bufferevent_setwatermark(c->bev[SIDE_CLIENT], EV_READ, 0, TUNNEL_PROTO_LINE_MAX);
     if (bufferevent_enable(c->bev[SIDE_CLIENT], EV_READ) < 0 ||
         evtimer_add(c->timer, &timeout) < 0) {
         conn_free(c);
     }
-}
-
-static void accept_retry_cb(evutil_socket_t fd, short what, void *userdata)
-{
-    struct tunnel *t = userdata;
-    evconnlistener_enable(t->listener);
-}
-
-/* accept() failed (EMFILE, ENOBUFS): pause instead of spinning on the ready listener. */
-static void accept_error_cb(struct evconnlistener *l, void *userdata)
-{
-    struct timeval retry = { 0, TUNNEL_ACCEPT_RETRY_MSEC * 1000 };
-    struct tunnel *t = userdata;
-
-    log_warning_errno(-errno, "cannot accept tunnel connection: %m");
-    evconnlistener_disable(l);
-    evtimer_add(t->accept_retry, &retry);
 }
 
 /* Closes every tunnel whose sandbox is gone or no longer running (see the top comment). */
@@ -666,17 +608,14 @@ int tunnel_new(struct manager *m, const char *path, struct tunnel **ret)
     }
     t->dev = st.st_dev;
     t->ino = st.st_ino;
-    t->listener = evconnlistener_new(m->base, accept_cb, t,
-                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
-    if (!t->listener) {
-        r = -ENOMEM;
-        goto fail;
+    (void)listener_raise_nofile();
+    struct listener_limits limits = { .fds_per_conn = TUNNEL_FDS_PER_CONN };
+    r = listener_new(m->base, TAKE_FD(fd), &limits, accept_cb, t, &t->listener);
+    if (r < 0) {
+        goto fail; /* the listener closed fd; the path is unlinked below */
     }
-    fd = -EBADF; /* the listener owns it; tunnel_free() unlinks the path */
-    evconnlistener_set_error_cb(t->listener, accept_error_cb);
-    t->accept_retry = evtimer_new(m->base, accept_retry_cb, t);
     t->sweep = event_new(m->base, -1, EV_PERSIST, sweep_cb, t);
-    if (!t->accept_retry || !t->sweep || event_add(t->sweep, &sweep) < 0) {
+    if (!t->sweep || event_add(t->sweep, &sweep) < 0) {
         r = -ENOMEM;
         goto fail;
     }
@@ -701,7 +640,7 @@ struct tunnel *tunnel_free(struct tunnel *t)
     }
     if (t->listener) {
         struct stat st;
-        evconnlistener_free(t->listener);
+        t->listener = listener_free(t->listener);
         /* Another node may have taken the path over since; leave its socket alone. */
         if (lstat(t->path, &st) >= 0 && st.st_dev == t->dev && st.st_ino == t->ino) {
             (void)unlink(t->path);
@@ -709,9 +648,6 @@ struct tunnel *tunnel_free(struct tunnel *t)
     }
     if (t->sweep) {
         event_free(t->sweep);
-    }
-    if (t->accept_retry) {
-        event_free(t->accept_retry);
     }
     close_safe(t->self_netns);
     free(t);

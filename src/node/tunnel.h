@@ -12,7 +12,9 @@
  *      or:  "ERR <http-status> <message>\n", then close
  *            400 malformed line, 404 unknown or not running sandbox,
  *            502 the guest refused or could not be reached, 504 connect timeout,
- *            503 the node is stopping or has too many tunnels
+ *            503 the node is stopping, or too many tunnels to that sandbox
+ * Over the node's tunnel cap (src/shared/listener.h, from RLIMIT_NOFILE) a
+ * connection is closed before any line. The lines are src/shared/tunnel-proto.h.
  *
  * After OK the bytes are copied both ways until both sides have closed;
  * a half-close (EOF) on one side becomes shutdown(SHUT_WR) on the other.

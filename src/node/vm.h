@@ -21,6 +21,7 @@
 #include "node/instance.h"
 #include "node/runtime.h"
 #include "node/vm-state.h"
+#include "shared/envd.h"
 
 /* Host-wide settings every vm needs; owned by the manager, read-only for workers. */
 struct vm_host {
@@ -56,7 +57,7 @@ static inline const char *vm_sandbox_id(const struct vm *vm)
     return vm->rec.sandbox_id;
 }
 
-#define AGENT_PORT 49983
+#define AGENT_PORT ENVD_PORT
 
 /* Allocates an unbound vm in state CREATING with a fresh instance id. */
 int vm_new(const char *template_name, unsigned vcpus, unsigned memory_mib, struct vm **ret);

@@ -1,7 +1,10 @@
 /*
  * Blocking HTTP/1.1 client. A tiny buffered reader (struct reader) sits on
  * the fd; every refill polls with the remaining time to the deadline.
- * Bodies are framed by Content-Length, chunked encoding, or EOF.
+ * Responses are read with the shared strict parser (http1.h): the head by
+ * http1_parse_response(), the body by http1_body_feed(), so a guest's reply
+ * is framed exactly as the ingress would frame it (chunked included: bare
+ * LF, bad sizes and a missing last chunk are errors, not a short body).
  */
 #include "shared/http-client.h"
 
@@ -21,6 +24,7 @@
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "basic/strbuf.h"
+#include "shared/http1.h"
 
 struct reader {
     int fd;
@@ -76,57 +80,6 @@ static int reader_fill(struct reader *rd)
     return n > 0;
 }
 
-/* Reads one CRLF-terminated line into sb (without CRLF). */
-static int reader_line(struct reader *rd, struct strbuf *sb)
-{
-    sb->len = 0;
-    for (;;) {
-        int r = reader_fill(rd);
-        if (r <= 0) {
-            return r == 0 ? -EPROTO : r;
-        }
-        char *nl = memchr(rd->buf + rd->pos, '\n', rd->len - rd->pos);
-        size_t take = nl ? (size_t)(nl - (rd->buf + rd->pos)) + 1 : rd->len - rd->pos;
-        r = strbuf_append(sb, rd->buf + rd->pos, take);
-        if (r < 0) {
-            return -EPROTO;
-        }
-        rd->pos += take;
-        if (nl) {
-            while (sb->len > 0 && (sb->buf[sb->len - 1] == '\n' || sb->buf[sb->len - 1] == '\r')) {
-                sb->buf[--sb->len] = '\0';
-            }
-            return 0;
-        }
-    }
-}
-
-/* Passes up to n bytes (UINT64_MAX: until EOF) to cb. */
-static int reader_body(struct reader *rd, uint64_t n, http_body_cb cb, void *userdata)
-{
-    while (n > 0) {
-        int r = reader_fill(rd);
-        if (r < 0) {
-            return r;
-        }
-        if (r == 0) {
-            return n == UINT64_MAX ? 0 : -EPROTO;
-        }
-        size_t take = (size_t)MIN((uint64_t)(rd->len - rd->pos), n);
-        if (cb) {
-            r = cb(rd->buf + rd->pos, take, userdata);
-            if (r < 0) {
-                return r;
-            }
-        }
-        rd->pos += take;
-        if (n != UINT64_MAX) {
-            n -= take;
-        }
-    }
-    return 0;
-}
-
 static int send_request(int fd, const struct http_request *req, usec_t deadline)
 {
     struct strbuf sb = STRBUF_INIT;
@@ -162,19 +115,80 @@ static int send_request(int fd, const struct http_request *req, usec_t deadline)
     return r < 0 ? r : 0;
 }
 
+/*
+ * Reads one response head into head (from what rd holds, then the fd):
+ * bytes after the head stay in rd. Returns the head's length, or -EPROTO
+ * for EOF or a head past HTTP_CLIENT_MAX_HEADER.
+ */
+static int read_head(struct reader *rd, struct strbuf *head)
+{
+    size_t resume = 0;
+
+    head->len = 0;
+    for (;;) {
+        int r = reader_fill(rd);
+        if (r <= 0) {
+            return r == 0 ? -EPROTO : r;
+        }
+        size_t before = head->len;
+        size_t take = MIN(rd->len - rd->pos, (size_t)HTTP_CLIENT_MAX_HEADER - head->len);
+        if (take == 0 || strbuf_append(head, rd->buf + rd->pos, take) < 0) {
+            return -EPROTO; /* over the cap */
+        }
+        size_t end = http1_find_end(head->buf, head->len, &resume);
+        if (end > 0) {
+            rd->pos += end - before; /* the rest belongs to the body */
+            return (int)end;
+        }
+        rd->pos += take;
+    }
+}
+
+struct body_sink {
+    http_body_cb cb;
+    void *userdata;
+};
+
+static int body_sink_cb(const char *data, size_t len, void *userdata)
+{
+    struct body_sink *sink = userdata;
+    return sink->cb ? sink->cb(data, len, sink->userdata) : 0;
+}
+
+/* Passes the body to cb through the strict decoder; EOF before its end is -EPROTO. */
+static int read_body(struct reader *rd, struct http1_body *body, http_body_cb cb, void *userdata)
+{
+    struct body_sink sink = { cb, userdata };
+
+    while (!body->done) {
+        int r = reader_fill(rd);
+        if (r < 0) {
+            return r;
+        }
+        if (r == 0) {
+            return body->kind == HTTP1_BODY_UNTIL_EOF ? 0 : -EPROTO;
+        }
+        ssize_t n = http1_body_feed(body, rd->buf + rd->pos, rd->len - rd->pos, body_sink_cb, &sink);
+        if (n < 0) {
+            return n == -EBADMSG ? -EPROTO : (int)n;
+        }
+        rd->pos += (size_t)n;
+    }
+    return 0;
+}
+
 int http_client_request(int fd, const struct http_request *req, usec_t deadline, int *ret_status,
                         char **ret_content_type, http_body_cb cb, void *userdata)
 {
     struct reader *rd = NULL;
-    struct strbuf line;
-    uint64_t content_length = UINT64_MAX;
-    bool chunked = false;
+    struct strbuf head;
+    struct http1_response resp;
+    struct http1_body body;
+    struct http1_span value = { 0 };
     char *content_type = NULL;
-    size_t header_bytes = 0;
-    int status = 0;
     int r;
 
-    strbuf_init(&line, HTTP_CLIENT_MAX_HEADER);
+    strbuf_init(&head, HTTP_CLIENT_MAX_HEADER);
     r = send_request(fd, req, deadline);
     if (r < 0) {
         goto out;
@@ -187,115 +201,48 @@ int http_client_request(int fd, const struct http_request *req, usec_t deadline,
     rd->fd = fd;
     rd->deadline = deadline;
 
-    r = reader_line(rd, &line);
+    /* Interim 1xx heads (100 Continue) come before the final one; we never upgrade. */
+    do {
+        r = read_head(rd, &head);
+        if (r < 0) {
+            goto out;
+        }
+        if (http1_parse_response(head.buf, (size_t)r, &resp) < 0 || resp.status == 101) {
+            r = -EPROTO;
+            goto out;
+        }
+    } while (resp.status < 200);
+
+    struct http1_span name, v;
+    size_t pos = 0;
+    while (!value.p && http1_field_next(head.buf, resp.head_len, &pos, &name, &v)) {
+        if (http1_span_eq_ci(name, "Content-Type")) {
+            value = v;
+        }
+    }
+    if (value.p) {
+        content_type = strndup(value.p, value.n);
+        if (!content_type) {
+            r = -ENOMEM;
+            goto out;
+        }
+    }
+
+    http1_body_init_response(&body, &resp, strcmp(req->method, "HEAD") == 0);
+    r = read_body(rd, &body, cb, userdata);
     if (r < 0) {
         goto out;
     }
-    if (strncmp(line.buf, "HTTP/1.", 7) != 0 || line.len < 12 || line.buf[8] != ' ') {
-        r = -EPROTO;
-        goto out;
-    }
-    char code[4] = { line.buf[9], line.buf[10], line.buf[11], 0 };
-    uint32_t st;
-    if (parse_u32(code, &st) < 0 || st < 100 || st > 599) {
-        r = -EPROTO;
-        goto out;
-    }
-    status = (int)st;
 
-    for (;;) {
-        r = reader_line(rd, &line);
-        if (r < 0) {
-            goto out;
-        }
-        header_bytes += line.len + 2;
-        if (header_bytes > HTTP_CLIENT_MAX_HEADER) {
-            r = -EPROTO;
-            goto out;
-        }
-        if (line.len == 0) {
-            break;
-        }
-        char *colon = strchr(line.buf, ':');
-        if (!colon) {
-            r = -EPROTO;
-            goto out;
-        }
-        *colon = '\0';
-        char *value = colon + 1;
-        while (*value == ' ' || *value == '\t') {
-            value++;
-        }
-        if (strcasecmp(line.buf, "Content-Length") == 0) {
-            if (parse_u64(value, &content_length) < 0) {
-                r = -EPROTO;
-                goto out;
-            }
-        } else if (strcasecmp(line.buf, "Transfer-Encoding") == 0) {
-            chunked = strcasestr(value, "chunked") != NULL;
-        } else if (strcasecmp(line.buf, "Content-Type") == 0 && !content_type) {
-            content_type = strdup(value);
-            if (!content_type) {
-                r = -ENOMEM;
-                goto out;
-            }
-        }
-    }
-
-    if (strcmp(req->method, "HEAD") == 0 || status == 204 || status == 304) {
-        r = 0;
-    } else if (chunked) {
-        for (;;) {
-            uint64_t size = 0;
-            r = reader_line(rd, &line);
-            if (r < 0) {
-                goto out;
-            }
-            size_t i = 0;
-            for (; i < line.len && i < 16; i++) {
-                char c = line.buf[i];
-                int d = c >= '0' && c <= '9' ? c - '0'
-                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                               : -1;
-                if (d < 0) {
-                    break;
-                }
-                size = size * 16 + (uint64_t)d;
-            }
-            if (i == 0 || (i < line.len && line.buf[i] != ';' && line.buf[i] != ' ')) {
-                r = -EPROTO;
-                goto out;
-            }
-            if (size == 0) {
-                break; /* trailers are not read: the connection closes anyway */
-            }
-            r = reader_body(rd, size, cb, userdata);
-            if (r < 0) {
-                goto out;
-            }
-            r = reader_line(rd, &line);
-            if (r < 0 || line.len != 0) {
-                r = r < 0 ? r : -EPROTO;
-                goto out;
-            }
-        }
-        r = 0;
-    } else {
-        r = reader_body(rd, content_length, cb, userdata);
-        if (r < 0) {
-            goto out;
-        }
-    }
-
-    *ret_status = status;
+    *ret_status = (int)resp.status;
     if (ret_content_type) {
         *ret_content_type = TAKE_PTR(content_type);
     }
+    r = 0;
 out:
     free(content_type);
     free(rd);
-    strbuf_release(&line);
+    strbuf_release(&head);
     return r;
 }
 

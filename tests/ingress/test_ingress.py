@@ -302,7 +302,8 @@ def test_route_by_host(ingress, sandbox):
     status, headers, body = ingress.request("GET", "/", host=host(8000, sandbox["id"]))
     assert status == 200
     assert b"Directory listing" in body
-    assert headers["connection"] == "close"
+    # Kept alive toward the client, although the guest (HTTP/1.0) closes its side.
+    assert headers["connection"] == "keep-alive"
     # Upper case in the Host is fine: host names are case-insensitive.
     status, _, _ = ingress.request("GET", "/", host=host(8000, sandbox["id"]).upper())
     assert status == 200
@@ -332,7 +333,7 @@ def test_stream_flows_as_it_arrives(node, ingress, sandbox):
     try:
         first = recv_until(s, b"first\n\r\n")
         assert first.startswith(b"HTTP/1.1 200 OK\r\n")
-        assert b"\r\nConnection: close\r\n" in first
+        assert b"\r\nConnection: keep-alive\r\n" in first
         assert first.endswith(b"\r\n\r\n6\r\nfirst\n\r\n")
         # The second chunk is not even written yet.
         s.settimeout(0.5)
@@ -341,8 +342,12 @@ def test_stream_flows_as_it_arrives(node, ingress, sandbox):
             assert extra != b"", "connection closed early"
         node.exec(sid, "touch", "/tmp/go")
         s.settimeout(30)
-        rest = recv_all(s)
+        rest = recv_until(s, b"0\r\n\r\n")
         assert rest == b"7\r\nsecond\n\r\n0\r\n\r\n"
+        # Kept alive: the connection stays open for another request.
+        s.settimeout(0.5)
+        with pytest.raises(socket.timeout):
+            s.recv(1)
     finally:
         s.close()
 
@@ -366,7 +371,8 @@ def test_large_download(ingress, sandbox):
 
 def test_slow_reader_gets_everything(ingress, sandbox):
     n = 4 << 20
-    s = ingress.raw(f"GET /big/{n} HTTP/1.1\r\nHost: {host(8001, sandbox['id'])}\r\n\r\n".encode())
+    s = ingress.raw(f"GET /big/{n} HTTP/1.1\r\nHost: {host(8001, sandbox['id'])}\r\n"
+                    "Connection: close\r\n\r\n".encode())
     try:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         head = recv_until(s, b"\r\n\r\n")
@@ -440,6 +446,21 @@ def test_token(token_ingress, sandbox):
     assert status == 403
 
 
+def test_unauthenticated_paths_get_small_bodies(token_ingress, sandbox):
+    """What passes without envd's token cannot push a large body at the agent."""
+    h = host(49983, sandbox["id"])
+    status, _, body = token_ingress.request("GET", "/health", host=h, body=b"x")
+    assert status == 413 and json.loads(body)["code"] == 413
+    s = token_ingress.raw(f"POST /files?path=/tmp/x&signature=v1_x HTTP/1.1\r\nHost: {h}\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n".encode())
+    assert recv_all(s).startswith(b"HTTP/1.1 411 "), "chunked without a token"
+    s.close()
+    s = token_ingress.raw(f"POST /files?path=/tmp/x&signature=v1_x HTTP/1.1\r\nHost: {h}\r\n"
+                          f"Content-Length: {(64 << 20) + 1}\r\n\r\n".encode())
+    assert recv_all(s).startswith(b"HTTP/1.1 413 ")
+    s.close()
+
+
 def test_upgrade_passthrough(ingress, sandbox):
     s = ingress.raw(f"GET /ws HTTP/1.1\r\nHost: {host(8001, sandbox['id'])}\r\n"
                     "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n".encode())
@@ -461,16 +482,62 @@ def test_upgrade_passthrough(ingress, sandbox):
         s.close()
 
 
-def test_one_request_per_connection(node, ingress, sandbox):
+def test_one_request_per_upstream_connection(node, ingress, sandbox):
+    """Keep-alive is between the client and the ingress only: the sandbox
+    gets one request per connection, even if it would serve another."""
     sid = sandbox["id"]
+    node.exec(sid, "/bin/rm", "-f", "/tmp/pipelined")
     req = f"GET /keepalive HTTP/1.1\r\nHost: {host(8001, sid)}\r\n\r\n".encode()
-    s = ingress.raw(req + req)
+    close = f"GET /keepalive HTTP/1.1\r\nHost: {host(8001, sid)}\r\nConnection: close\r\n\r\n"
+    s = ingress.raw(req + req + close.encode())
     reply = recv_all(s)
     s.close()
-    assert reply.count(b"HTTP/1.1 ") == 1, reply
-    assert b"\r\nConnection: close\r\n" in reply
+    assert reply.count(b"HTTP/1.1 200 OK\r\n") == 3, reply
+    assert reply.count(b"\r\nConnection: keep-alive\r\n") == 2, reply
+    assert reply.endswith(b"Connection: close\r\n\r\nok"), reply
     res = node.exec(sid, "/bin/sh", "-c", "test -e /tmp/pipelined && cat /tmp/pipelined; true")
     assert res["stdout"] == b""
+
+
+def test_keepalive_routes_every_request(node, ingress, sandbox):
+    """Each request on a kept-alive connection is routed, looked up and
+    checked on its own: one that fails ends the connection with its error,
+    after the earlier responses."""
+    sid = sandbox["id"]
+    s = ingress.raw(f"GET /health HTTP/1.1\r\nHost: {host(49983, sid)}\r\n\r\n"
+                    f"GET /keepalive HTTP/1.1\r\nHost: {host(8001, sid)}\r\n\r\n"
+                    f"GET / HTTP/1.1\r\nHost: {host(8001, UNKNOWN)}\r\n\r\n"
+                    f"GET /health HTTP/1.1\r\nHost: {host(49983, sid)}\r\n\r\n".encode())
+    reply = recv_all(s)
+    s.close()
+    statuses = re.findall(rb"HTTP/1.1 (\d{3}) ", reply)
+    assert statuses == [b"204", b"200", b"502"], reply
+    assert b"The sandbox was not found" in reply
+
+
+def test_keepalive_http_client(ingress, sandbox):
+    """A stock client reuses one connection for many requests."""
+    conn = http.client.HTTPConnection("127.0.0.1", ingress.port, timeout=30)
+    for i in range(20):
+        conn.request("POST", "/echo", body=str(i).encode() * 100,
+                     headers={"Host": host(8001, sandbox["id"])})
+        res = conn.getresponse()
+        assert res.status == 200 and res.read() == str(i).encode() * 100
+        assert res.getheader("Connection") == "keep-alive"
+    conn.close()
+
+
+def test_envd_paths_are_canonical(token_ingress, sandbox):
+    """Only one spelling of a path reaches envd, so /init's block cannot be
+    walked around (issue 7: //x/init passed)."""
+    h = host(49983, sandbox["id"])
+    hdrs = {"X-Access-Token": TOKEN}
+    for path in ("//x/init", "/./init", "/x/../init", "/%2Finit", "/%69nit", "//init"):
+        status, _, body = token_ingress.request("POST", path, host=h, body=b"{}", headers=hdrs)
+        assert status == 400 and b"non-canonical" in body, (path, status, body)
+    for path in ("/INIT", "/init/", "/Init/x"):
+        status, _, _ = token_ingress.request("POST", path, host=h, body=b"{}", headers=hdrs)
+        assert status == 403, path
 
 
 def test_parallel_requests(ingress, sandbox):
@@ -496,11 +563,14 @@ def test_killed_sandbox_closes_its_streams(node, ingress):
         killed = True
         s.settimeout(15)
         t0 = time.monotonic()
+        rest = b""
         try:
-            recv_all(s)  # EOF (or a reset): the stream does not hang
+            rest = recv_all(s)  # EOF (or a reset): the stream does not hang
         except ConnectionResetError:
             pass
         assert time.monotonic() - t0 < 10
+        # Never a clean end: no last chunk, so every client sees a cut stream.
+        assert b"0\r\n\r\n" not in rest, rest
         s.close()
         status, _, body = ingress.request("GET", "/", host=host(8001, sid), timeout=30)
         assert status == 502 and json.loads(body)["message"] == "The sandbox was not found"
@@ -555,7 +625,8 @@ def test_stalled_reader_costs_bounded_memory(node, ingress, sandbox):
     each hold at most their watermarks, the rest waits in the guest."""
     n = 64 << 20
     before = (rss_kib(ingress.proc.pid), rss_kib(node.proc.pid))
-    s = ingress.raw(f"GET /big/{n} HTTP/1.1\r\nHost: {host(8001, sandbox['id'])}\r\n\r\n".encode())
+    s = ingress.raw(f"GET /big/{n} HTTP/1.1\r\nHost: {host(8001, sandbox['id'])}\r\n"
+                    "Connection: close\r\n\r\n".encode())
     try:
         time.sleep(3)
         after = (rss_kib(ingress.proc.pid), rss_kib(node.proc.pid))
