@@ -97,13 +97,13 @@ def sandbox(node):
         node.kill(sb["id"])
 
 
-def in_netns(sid, *cmd):
-    return subprocess.run(["ip", "netns", "exec", f"space-{sid}", *cmd], check=True,
+def in_netns(iid, *cmd):
+    return subprocess.run(["ip", "netns", "exec", f"space-{iid}", *cmd], check=True,
                           capture_output=True, text=True).stdout
 
 
-def counters(sid):
-    out = json.loads(in_netns(sid, "nft", "-j", "list", "counters"))
+def counters(iid):
+    out = json.loads(in_netns(iid, "nft", "-j", "list", "counters"))
     return {f"{c['family']}/{c['name']}": c["packets"]
             for c in (e["counter"] for e in out["nftables"] if "counter" in e)}
 
@@ -114,63 +114,63 @@ def guest_send(node, sid, kind, count=5):
     return res["stdout"].decode().strip()
 
 
-def lease_of(sid):
+def lease_of(iid):
     for name in os.listdir(LEASES):
         if name.isdigit():
             with open(os.path.join(LEASES, name)) as f:
-                if f.read() == sid:
+                if f.read() == iid:
                     return int(name)
     return None
 
 
-def qemu_status(node, sid):
-    pids = live_qemu_pids(os.path.join(node.data, "sandboxes", sid))
+def qemu_status(node, sb):
+    pids = live_qemu_pids(node.instance_dir(sb))
     assert len(pids) == 1, pids
     with open(f"/proc/{pids[0]}/status") as f:
         return pids[0], dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
 
 
 def test_netns_forwarding_and_ipv6_off(node, sandbox):
-    sid = sandbox["id"]
+    sid, iid = sandbox["id"], sandbox["instance_id"]
     for key, want in (("net/ipv4/ip_forward", "0"), ("net/ipv4/conf/all/forwarding", "0"),
                       ("net/ipv4/conf/tap0/forwarding", "0"),
                       ("net/ipv6/conf/all/disable_ipv6", "1"),
                       ("net/ipv6/conf/default/disable_ipv6", "1"),
                       ("net/ipv6/conf/lo/disable_ipv6", "1"),
                       ("net/ipv6/conf/tap0/disable_ipv6", "1")):
-        assert in_netns(sid, "cat", f"/proc/sys/{key}").strip() == want, key
-    assert in_netns(sid, "ip", "-6", "addr", "show").strip() == ""
+        assert in_netns(iid, "cat", f"/proc/sys/{key}").strip() == want, key
+    assert in_netns(iid, "ip", "-6", "addr", "show").strip() == ""
     # The tables are there with their chains and policies.
-    ruleset = in_netns(sid, "nft", "list", "ruleset")
+    ruleset = in_netns(iid, "nft", "list", "ruleset")
     assert "table netdev space" in ruleset and "table inet space" in ruleset
     assert 'hook ingress device "tap0" priority -500; policy drop;' in ruleset
     assert "chain guest_services" in ruleset
 
 
 def test_guest_ipv6_reaches_nothing(node, sandbox):
-    sid = sandbox["id"]
-    before = counters(sid)["netdev/not_ipv4"]
+    sid, iid = sandbox["id"], sandbox["instance_id"]
+    before = counters(iid)["netdev/not_ipv4"]
     assert guest_send(node, sid, "ipv6", 5) == "silence"
-    assert counters(sid)["netdev/not_ipv4"] >= before + 5
+    assert counters(iid)["netdev/not_ipv4"] >= before + 5
 
 
 @pytest.mark.parametrize("kind,counter", [("spoof-ip", "netdev/spoofed_ip"),
                                           ("spoof-mac", "netdev/spoofed_mac"),
                                           ("spoof-arp", "netdev/spoofed_arp")])
 def test_spoofed_frames_are_dropped_on_the_tap(node, sandbox, kind, counter):
-    sid = sandbox["id"]
+    sid, iid = sandbox["id"], sandbox["instance_id"]
     # A listener on the host side of the tap: a spoofed datagram must never reach it.
     listener = subprocess.Popen(
-        ["ip", "netns", "exec", f"space-{sid}", "python3", "-c",
+        ["ip", "netns", "exec", f"space-{iid}", "python3", "-c",
          "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM);"
          "s.bind(('169.254.0.1', 9999)); s.settimeout(4); print('ready', flush=True)\n"
          "try: print(s.recvfrom(100))\nexcept socket.timeout: print('nothing')"],
         stdout=subprocess.PIPE, text=True)
     try:
         assert listener.stdout.readline().strip() == "ready"
-        before = counters(sid)
+        before = counters(iid)
         guest_send(node, sid, kind, 7)
-        after = counters(sid)
+        after = counters(iid)
         assert after[counter] == before[counter] + 7, (before, after)
         assert listener.wait(timeout=30) == 0
         assert listener.stdout.read().strip() == "nothing"
@@ -182,24 +182,24 @@ def test_spoofed_frames_are_dropped_on_the_tap(node, sandbox, kind, counter):
 
 
 def test_guest_cannot_open_connections_to_the_host_side(node, sandbox):
-    sid = sandbox["id"]
-    before = counters(sid)["inet/guest_new"]
+    sid, iid = sandbox["id"], sandbox["instance_id"]
+    before = counters(iid)["inet/guest_new"]
     res = node.exec(sid, "python3", "-c",
                     "import socket\ns = socket.socket(); s.settimeout(2)\n"
                     "try: s.connect(('169.254.0.1', 22)); print('connected')\n"
                     "except OSError as e: print('refused' if isinstance(e, ConnectionRefusedError)"
                     " else 'dropped')")
     assert res["stdout"] == b"dropped\n"  # not even a RST: the SYN never reached the stack
-    assert counters(sid)["inet/guest_new"] > before
+    assert counters(iid)["inet/guest_new"] > before
 
 
 def test_slot_lease_lives_as_long_as_the_netns(node):
     sb = node.create()
-    slot = lease_of(sb["id"])
+    slot = lease_of(sb["instance_id"])
     assert slot is not None
     node.kill(sb["id"])
-    assert lease_of(sb["id"]) is None
-    assert f"space-{sb['id']}" not in netns_names()
+    assert lease_of(sb["instance_id"]) is None
+    assert f"space-{sb['instance_id']}" not in netns_names()
 
 
 def processes_of_uid(uid, zombies=False):
@@ -219,9 +219,9 @@ def processes_of_uid(uid, zombies=False):
 
 def test_qemu_runs_confined(node):
     sb = node.create()
-    sid = sb["id"]
-    uid = UID_BASE + lease_of(sid)
-    pid, st = qemu_status(node, sid)
+    sid, iid = sb["id"], sb["instance_id"]
+    uid = UID_BASE + lease_of(iid)
+    pid, st = qemu_status(node, sb)
     assert st["Uid"].split() == [str(uid)] * 4
     assert st["Gid"].split() == [str(uid)] * 4
     assert st["Groups"].strip() == ""
@@ -240,14 +240,14 @@ def test_qemu_runs_confined(node):
     assert names == ["qemu-system-x86", "space-console"], names
     node.kill(sid)
     assert processes_of_uid(uid, zombies=True) == []  # QEMU and the pump both reaped
-    assert lease_of(sid) is None
-    assert not live_qemu_pids(os.path.join(node.data, "sandboxes", sid))
+    assert lease_of(iid) is None
+    assert not live_qemu_pids(node.instance_dir(sb))
 
 
 def test_two_sandboxes_get_different_uids(node):
     a, b = node.create(), node.create()
     try:
-        ua, ub = qemu_status(node, a["id"])[1]["Uid"], qemu_status(node, b["id"])[1]["Uid"]
+        ua, ub = qemu_status(node, a)[1]["Uid"], qemu_status(node, b)[1]["Uid"]
         assert ua != ub
     finally:
         node.kill(a["id"])
@@ -255,8 +255,8 @@ def test_two_sandboxes_get_different_uids(node):
 
 
 def test_serial_flood_leaves_console_log_capped(node, sandbox):
-    sid = sandbox["id"]
-    log = os.path.join(node.data, "sandboxes", sid, "console.log")
+    sid, iid = sandbox["id"], sandbox["instance_id"]
+    log = os.path.join(node.instance_dir(sandbox), "console.log")
     script = ("import os\nfd = os.open('/dev/ttyS0', os.O_WRONLY | os.O_NOCTTY)\n"
               "line = b'flood-' + b'x' * 1017 + b'\\n'\n"
               "for i in range(20 * 1024):\n    os.write(fd, line)\n"
@@ -288,12 +288,12 @@ def test_console_survives_a_node_crash():
     try:
         n.start()
         sb = n.create()
-        sid = sb["id"]
-        uid = UID_BASE + lease_of(sid)
+        sid, iid = sb["id"], sb["instance_id"]
+        uid = UID_BASE + lease_of(iid)
         n.crash()
         n.start()
         n.exec(sid, "/bin/sh", "-c", "echo after-the-crash > /dev/ttyS0", user="root")
-        log = os.path.join(n.data, "sandboxes", sid, "console.log")
+        log = os.path.join(n.instance_dir(sb), "console.log")
         deadline = time.monotonic() + 10
         while b"after-the-crash" not in open(log, "rb").read() and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -303,6 +303,6 @@ def test_console_survives_a_node_crash():
         while processes_of_uid(uid, zombies=True) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert processes_of_uid(uid, zombies=True) == []
-        assert lease_of(sid) is None
+        assert lease_of(iid) is None
     finally:
         n.destroy()
