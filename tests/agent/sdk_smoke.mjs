@@ -97,6 +97,15 @@ assert.equal(await sbx.files.exists(`${dir}/multi`), false)
 await assert.rejects(sbx.files.read(`${dir}/missing.txt`), (e) => e instanceof NotFoundError)
 ok('filesystem')
 
+// Metadata as on envd: user.e2b.<key> xattrs, replaced as a whole by every write.
+await sbx.files.write(`${dir}/meta.txt`, 'm', { metadata: { team: 'ai' } })
+assert.deepEqual((await sbx.files.getInfo(`${dir}/meta.txt`)).metadata, { team: 'ai' })
+r = await sbx.commands.run(`python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.e2b.team").decode())' ${dir}/meta.txt`)
+assert.equal(r.stdout, 'ai\n')
+await sbx.files.write(`${dir}/meta.txt`, 'overwritten')
+assert.equal((await sbx.files.getInfo(`${dir}/meta.txt`)).metadata, undefined)
+ok('file metadata')
+
 const events = []
 const handle = await sbx.files.watchDir(dir, (e) => events.push(e))
 await sbx.files.write(`${dir}/watched.txt`, 'w')

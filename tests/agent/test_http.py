@@ -276,13 +276,15 @@ def test_unknown_paths(agent):
 
 
 def test_upload_metadata(agent, envd, fs, tmp):
+    """envd: metadata in user.e2b.<key> xattrs; each upload replaces the whole set."""
     http = agent.http
     target = tmp / "m.txt"
     r = http.post(files_url(agent, path=str(target)), files={"file": ("m.txt", b"x")},
                   headers={"X-Metadata-Team": "ai", "X-Metadata-Run-ID": "42"})
     assert r.status_code == 200, r.text
     assert r.json()[0]["metadata"] == {"team": "ai", "run-id": "42"}
-    assert fs.getxattr(target, "user.team") == b"ai"
+    assert fs.getxattr(target, "user.e2b.team") == b"ai"
+    assert fs.listxattr(target) == ["user.e2b.run-id", "user.e2b.team"]
     code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
     assert body["entry"]["metadata"] == {"team": "ai", "run-id": "42"}
     # new headers replace all existing metadata
@@ -291,9 +293,62 @@ def test_upload_metadata(agent, envd, fs, tmp):
     assert r.json()[0]["metadata"] == {"other": "1"}
     code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
     assert body["entry"]["metadata"] == {"other": "1"}
+    # other tools' user.* attributes are neither reported nor cleared
+    fs.setxattr(target, "user.tool", b"keep")
+    code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
+    assert body["entry"]["metadata"] == {"other": "1"}
+    # an overwrite without metadata headers clears the old metadata (raw body too)
+    r = http.post(files_url(agent, path=str(target)), data=b"z",
+                  headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 200, r.text
+    assert "metadata" not in r.json()[0]
+    code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
+    assert "metadata" not in body["entry"]
+    assert fs.listxattr(target) == ["user.tool"]
     # without metadata headers the entry has no metadata field
     r = http.post(files_url(agent, path=str(tmp / "plain")), files={"file": ("p", b"")})
     assert "metadata" not in r.json()[0]
+
+
+def test_metadata_follows_the_file(agent, envd, fs, tmp):
+    """Move keeps it (the inode's xattrs), ListDir and symlinks report it; a value set by
+    hand that is not UTF-8 is skipped, as envd does."""
+    http = agent.http
+    r = http.post(files_url(agent, path=str(tmp / "a.txt")), files={"file": ("a", b"1")},
+                  headers={"X-Metadata-K": "v"})
+    assert r.status_code == 200, r.text
+    code, body = envd.unary("filesystem.Filesystem/Move", {"source": str(tmp / "a.txt"),
+                                                           "destination": str(tmp / "b.txt")})
+    assert code == 200, body
+    assert body["entry"]["metadata"] == {"k": "v"}
+    fs.symlink(tmp / "b.txt", tmp / "link")
+    fs.setxattr(tmp / "b.txt", "user.e2b.bin", b"\xff\xfe")
+    code, body = envd.unary("filesystem.Filesystem/ListDir", {"path": str(tmp)})
+    got = {e["name"]: e.get("metadata") for e in body["entries"]}
+    assert got == {"b.txt": {"k": "v"}, "link": {"k": "v"}}
+
+
+def test_invalid_metadata_refused(agent, fs, tmp):
+    """envd's ValidateMetadata: 400 with its message, nothing written."""
+    http = agent.http
+    target = tmp / "bad.txt"
+    cases = [
+        ({"X-Metadata-" + "k" * 247: "v"}, f'metadata key "{"k" * 247}" exceeds 246 bytes'),
+        ({"X-Metadata-K": "a\x7fb"},
+         'metadata value for key "k" contains non-printable-ASCII byte 0x7f at offset 1'),
+        ({"X-Metadata-K": "v" * 4087}, "total metadata size 4097 exceeds 4096 bytes"),
+    ]
+    for headers, message in cases:
+        r = http.post(files_url(agent, path=str(target)), files={"file": ("b", b"x")},
+                      headers=headers)
+        assert r.status_code == 400, r.text
+        assert r.json() == {"code": 400, "message": "invalid metadata: " + message}
+    assert not fs.exists(target)
+    # within the budget: stored (ext4's per-entry overhead makes the last bytes a 507, as on envd)
+    r = http.post(files_url(agent, path=str(target)), files={"file": ("b", b"x")},
+                  headers={"X-Metadata-K": "v" * 3000})
+    assert r.status_code == 200, r.text
+    assert r.json()[0]["metadata"] == {"k": "v" * 3000}
 
 
 def test_files_compose(agent, fs, tmp):
