@@ -1,6 +1,8 @@
 """process.Process over the Connect protocol, as the E2B SDKs use it (§6.2, §6.3)."""
 import time
 
+import pytest
+
 from conftest import wait_for
 from envd_client import b64, collect, envelope
 
@@ -441,3 +443,15 @@ def test_no_fd_leaks(agent, envd, tmp):
         envd.unary("filesystem.Filesystem/RemoveWatcher", {"watcherId": body["watcherId"]})
     envd.session.close()
     wait_for(lambda: fds() <= base + 1, timeout=10)
+
+
+def test_python_serves_http_in_the_base_template(target, envd):
+    """E2B's templates have `python`: `python -m http.server` is many users' first server."""
+    if target == "host":
+        pytest.skip("a property of the base template's packages, not of the agent")
+    res = envd.sh("cd /home/user && (python -m http.server 8123 --bind 127.0.0.1 "
+                  ">/dev/null 2>&1 & echo $! >/tmp/hs.pid); "
+                  "for i in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:8123/ "
+                  "&& echo up && break; sleep 0.1; done; kill $(cat /tmp/hs.pid)")
+    assert res.stdout == b"up\n", (res.stdout, res.stderr, res.end)
+    assert envd.sh("python --version").stdout.startswith(b"Python 3.")
