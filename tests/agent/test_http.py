@@ -3,9 +3,12 @@ import base64
 import gzip
 import hashlib
 import os
+import shlex
 import time
 import urllib.parse
 from pathlib import PurePosixPath
+
+import requests
 
 from envd_client import Envd
 
@@ -202,6 +205,68 @@ def test_access_token(fresh_agent):
     code, _ = Envd(agent.url, token="secret-2", headers=agent.route).unary(
         "process.Process/List", {})
     assert code == 200
+
+
+# Every route but /health, each (method, path, body) as a process in the sandbox could send it.
+ROUTES_WITHOUT_TOKEN = [
+    ("POST", "/init", '{"defaultUser":"root","envVars":{"LD_PRELOAD":"/tmp/evil.so"}}'),
+    ("POST", "/init", '{"accessToken":"mine","defaultUser":"root"}'),
+    ("POST", "/init", ""),
+    ("GET", "/envs", None),
+    ("GET", "/metrics", None),
+    ("GET", "/files?path=/etc/hostname", None),
+    ("POST", "/files?path=/tmp/x", ""),
+    ("POST", "/files/compose", '{"source_paths":["/etc/hostname"],"destination":"/tmp/y"}'),
+    ("GET", "/nope", None),
+] + [("POST", "/process.Process/" + m, "{}") for m in
+     ("Start", "Connect", "List", "SendInput", "SendSignal", "CloseStdin", "Update", "StreamInput")
+     ] + [("POST", "/filesystem.Filesystem/" + m, "{}") for m in
+          ("Stat", "ListDir", "MakeDir", "Move", "Remove", "WatchDir", "CreateWatcher",
+           "GetWatcherEvents", "RemoveWatcher")]
+
+
+def statuses_from_inside(agent, routes):
+    """HTTP statuses of routes sent to the agent from its own machine, without a token: in a
+    guest by curl as `user` (any process there reaches the agent), on the host directly."""
+    if agent.kind == "host":
+        out = []
+        for method, path, body in routes:
+            h = {"Content-Type": "application/json"} if body is not None else {}
+            r = requests.request(method, agent.url + path, data=body, headers=h, timeout=30)
+            out.append(r.status_code)
+        return out
+    script = []
+    for method, path, body in routes:
+        data = f"-H 'Content-Type: application/json' --data-binary {shlex.quote(body)} " \
+            if body is not None else ""
+        script.append(f"curl -s -o /dev/null -w '%{{http_code}}\\n' -X {method} {data}"
+                      f"{shlex.quote('http://127.0.0.1:49983' + path)}")
+    res = agent.envd().sh("; ".join(script), user="user")
+    return [int(x) for x in res.stdout.split()]
+
+
+def test_init_and_every_route_refused_without_the_token(fresh_agent):
+    """Issue 7: once the platform set a token, no process in the sandbox can post /init (to
+    make root the default user, or poison every later command's env) or use any route."""
+    agent = fresh_agent
+    first = {"X-Access-Token": agent.token} if agent.token else {}
+    r = agent.bare.post(agent.url + "/init", json={"accessToken": "secret-1"}, headers=first)
+    assert r.status_code == 204
+    envd = Envd(agent.url, token="secret-1", headers=agent.route)
+    user_before = envd.sh("id -un").stdout
+    got = statuses_from_inside(agent, ROUTES_WITHOUT_TOKEN)
+    assert got == [401] * len(ROUTES_WITHOUT_TOKEN), list(zip(ROUTES_WITHOUT_TOKEN, got))
+    assert statuses_from_inside(agent, [("GET", "/health", None)]) == [204]
+    # nothing changed: same default user, no LD_PRELOAD, the token still the platform's
+    res = envd.sh("id -un; echo \"[$LD_PRELOAD]\"")
+    assert res.stdout == user_before + b"[]\n"
+    r = agent.bare.post(agent.url + "/init", json={"accessToken": "secret-1"})
+    assert r.status_code == 204  # the host re-sending /init with the token is idempotent
+    r = agent.bare.post(agent.url + "/init", json={"accessToken": "wrong", "envVars": {"A": "1"}})
+    assert r.status_code == 401 and r.json()["message"] == "access token validation failed"
+    r = agent.bare.post(agent.url + "/init", json={"envVars": {"A": "1"}})
+    assert r.status_code == 401 and r.json()["message"] == "access token reset not authorized"
+    assert envd.unary("process.Process/List", {})[0] == 200
 
 
 def test_init_env_user_workdir(fresh_agent):
