@@ -56,6 +56,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
+#include "basic/socket-util.h"
 #include "filesystem.pb-c.h"
 #include "process.pb-c.h"
 
@@ -171,27 +172,20 @@ static void route(struct evhttp_request *req, void *userdata)
     reply_error(req, 404, "not found");
 }
 
-/* Splits "ADDR:PORT" (ADDR may be "[v6]"). */
+/* "ADDR:PORT" with basic's parser; "[v6]:PORT" too, for which evhttp wants the bare address. */
 static int parse_listen(const char *s, char *addr, size_t addr_size, uint16_t *port)
 {
-    const char *colon = strrchr(s, ':');
-    uint32_t p;
     size_t n;
+    int r = socket_parse_ip_port(s, addr, addr_size, port);
 
-    if (!colon || parse_u32(colon + 1, &p) < 0 || p > 65535) {
-        return -EINVAL;
+    if (r < 0) {
+        return r;
     }
-    n = (size_t)(colon - s);
-    if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
-        s++;
-        n -= 2;
+    n = strlen(addr);
+    if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']') {
+        memmove(addr, addr + 1, n - 2);
+        addr[n - 2] = '\0';
     }
-    if (n == 0 || n >= addr_size) {
-        return -EINVAL;
-    }
-    memcpy(addr, s, n);
-    addr[n] = '\0';
-    *port = (uint16_t)p;
     return 0;
 }
 
