@@ -225,9 +225,10 @@ ROUTES_WITHOUT_TOKEN = [
            "GetWatcherEvents", "RemoveWatcher")]
 
 
-def statuses_from_inside(agent, routes):
+def statuses_from_inside(agent, envd, routes):
     """HTTP statuses of routes sent to the agent from its own machine, without a token: in a
-    guest by curl as `user` (any process there reaches the agent), on the host directly."""
+    guest by curl as `user` (any process there reaches the agent; envd starts it), on the
+    host directly."""
     if agent.kind == "host":
         out = []
         for method, path, body in routes:
@@ -241,7 +242,7 @@ def statuses_from_inside(agent, routes):
             if body is not None else ""
         script.append(f"curl -s -o /dev/null -w '%{{http_code}}\\n' -X {method} {data}"
                       f"{shlex.quote('http://127.0.0.1:49983' + path)}")
-    res = agent.envd().sh("; ".join(script), user="user")
+    res = envd.sh("; ".join(script), user="user")
     return [int(x) for x in res.stdout.split()]
 
 
@@ -254,9 +255,9 @@ def test_init_and_every_route_refused_without_the_token(fresh_agent):
     assert r.status_code == 204
     envd = Envd(agent.url, token="secret-1", headers=agent.route)
     user_before = envd.sh("id -un").stdout
-    got = statuses_from_inside(agent, ROUTES_WITHOUT_TOKEN)
+    got = statuses_from_inside(agent, envd, ROUTES_WITHOUT_TOKEN)
     assert got == [401] * len(ROUTES_WITHOUT_TOKEN), list(zip(ROUTES_WITHOUT_TOKEN, got))
-    assert statuses_from_inside(agent, [("GET", "/health", None)]) == [204]
+    assert statuses_from_inside(agent, envd, [("GET", "/health", None)]) == [204]
     # nothing changed: same default user, no LD_PRELOAD, the token still the platform's
     res = envd.sh("id -un; echo \"[$LD_PRELOAD]\"")
     assert res.stdout == user_before + b"[]\n"
@@ -399,10 +400,12 @@ def test_invalid_metadata_refused(agent, fs, tmp):
     target = tmp / "bad.txt"
     cases = [
         ({"X-Metadata-" + "k" * 247: "v"}, f'metadata key "{"k" * 247}" exceeds 246 bytes'),
-        ({"X-Metadata-K": "a\x7fb"},
-         'metadata value for key "k" contains non-printable-ASCII byte 0x7f at offset 1'),
         ({"X-Metadata-K": "v" * 4087}, "total metadata size 4097 exceeds 4096 bytes"),
     ]
+    if agent.kind == "host":  # the ingress refuses control bytes in a header before the agent
+        cases.append(({"X-Metadata-K": "a\x7fb"},
+                      'metadata value for key "k" contains non-printable-ASCII byte 0x7f at '
+                      'offset 1'))
     for headers, message in cases:
         r = http.post(files_url(agent, path=str(target)), files={"file": ("b", b"x")},
                       headers=headers)
