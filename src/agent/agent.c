@@ -45,6 +45,7 @@
 #include "agent/auth.h"
 #include "agent/files-http.h"
 #include "agent/fs.h"
+#include "agent/http-gate.h"
 #include "agent/init.h"
 #include "agent/limits.h"
 #include "agent/process-rpc.h"
@@ -62,7 +63,8 @@
 
 #define AGENT_DEFAULT_LISTEN "0.0.0.0:49983"
 #define AGENT_HTTP_TIMEOUT_SEC 120
-/* Largest /files upload body (evhttp buffers a request body before we see it). */
+/* Largest /files upload body (evhttp buffers a request body before we see it; only a
+ * request whose head authenticates it gets this limit, http-gate.h). */
 #define AGENT_DEFAULT_MAX_UPLOAD (512ull * 1024 * 1024)
 
 static const char *arg_listen = AGENT_DEFAULT_LISTEN;
@@ -119,6 +121,7 @@ static void route(struct evhttp_request *req, void *userdata)
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
 
+    http_gate_request_done(a, req);
     if (!path || !*path) {
         reply_error(req, 400, "invalid request path");
         return;
@@ -316,7 +319,9 @@ static int agent_init(struct agent *a)
         return -ENOMEM;
     }
     evhttp_set_max_headers_size(a->http, AGENT_MAX_HEADERS);
-    evhttp_set_max_body_size(a->http, (ev_ssize_t)arg_max_upload);
+    /* Small until a request's head authenticates it (http-gate.h), then max_upload. */
+    evhttp_set_max_body_size(a->http, (ev_ssize_t)AGENT_MAX_UNAUTH_BODY);
+    evhttp_set_bevcb(a->http, http_gate_bevcb, a);
     evhttp_set_timeout(a->http, AGENT_HTTP_TIMEOUT_SEC);
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |

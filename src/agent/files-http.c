@@ -34,6 +34,7 @@
 #include "agent/agent.h"
 #include "agent/auth.h"
 #include "agent/entry.h"
+#include "agent/http-gate.h"
 #include "agent/metadata.h"
 #include "agent/multipart.h"
 #include "agent/reply.h"
@@ -82,11 +83,9 @@ void files_signature(const char *path, const char *op, const char *user, const c
     snprintf(out, 64, "v1_%s", b64);
 }
 
-/* envd's validateSigning(): token header, else a signature over the raw query values. */
-static int check_access(struct agent *a, struct evhttp_request *req, const struct evkeyvalq *q,
-                        const char *op, const char **ret_msg)
+int files_check_access(struct agent *a, const char *hdr, const struct evkeyvalq *q, const char *op,
+                       const char **ret_msg)
 {
-    const char *hdr = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Access-Token");
     const char *sig = evhttp_find_header(q, "signature");
     const char *exp = evhttp_find_header(q, "signature_expiration");
     const char *path = evhttp_find_header(q, "path");
@@ -294,6 +293,7 @@ static int choose_encoding(const char *header)
 /* --- gzip download pump -------------------------------------------------------------------- */
 
 struct gz_send {
+    struct agent *agent;
     struct evhttp_request *req;
     struct evhttp_connection *evcon; /* NULL once the client is gone */
     struct event *close_ev;
@@ -306,7 +306,7 @@ struct gz_send {
 static void gz_free(struct gz_send *g)
 {
     if (g->evcon) {
-        evhttp_connection_set_closecb(g->evcon, NULL, NULL);
+        http_gate_set_closecb(g->agent, g->evcon, NULL, NULL);
     }
     if (g->close_ev) {
         event_free(g->close_ev);
@@ -390,7 +390,7 @@ static void gz_pump(struct gz_send *g)
         evhttp_send_reply_chunk_with_cb(g->req, chunk, gz_drained_cb, g);
         evbuffer_free(chunk);
         if (flush == Z_FINISH) {
-            evhttp_connection_set_closecb(g->evcon, NULL, NULL);
+            http_gate_set_closecb(g->agent, g->evcon, NULL, NULL);
             g->evcon = NULL;
             evhttp_send_reply_end(g->req);
             gz_free(g);
@@ -522,6 +522,7 @@ static void files_get(struct agent *a, struct evhttp_request *req, const struct 
             reply_error(req, 500, "out of memory");
             goto out;
         }
+        g->agent = a;
         g->req = req;
         g->fd = TAKE_FD(fd);
         g->evcon = evhttp_request_get_connection(req);
@@ -539,7 +540,7 @@ static void files_get(struct agent *a, struct evhttp_request *req, const struct 
         evhttp_add_header(out, "Content-Type", type ? type : "application/octet-stream");
         evhttp_add_header(out, "Content-Encoding", "gzip");
         evhttp_send_reply_start(req, 200, "OK");
-        evhttp_connection_set_closecb(g->evcon, gz_closed_cb, g);
+        http_gate_set_closecb(g->agent, g->evcon, gz_closed_cb, g);
         gz_pump(g);
         goto out;
     }
@@ -958,7 +959,10 @@ void files_http_handle(struct agent *a, struct evhttp_request *req)
         reply_error(req, 405, "method not allowed");
         goto out;
     }
-    if (check_access(a, req, &q, cmd == EVHTTP_REQ_GET ? "read" : "write", &msg) < 0) {
+    if (files_check_access(a,
+                           evhttp_find_header(evhttp_request_get_input_headers(req),
+                                              "X-Access-Token"),
+                           &q, cmd == EVHTTP_REQ_GET ? "read" : "write", &msg) < 0) {
         reply_error(req, 401, "%s", msg);
         goto out;
     }

@@ -441,3 +441,52 @@ def test_files_compose(agent, fs, tmp):
                                                        "destination": str(dest)})
     assert r.status_code == 400
     assert fs.exists(dest)
+
+
+def test_large_body_needs_a_token_in_the_head(fresh_agent):
+    """Issue 7: the agent must not buffer a large body for a request whose head proves
+    nothing: past 256 KiB such a body is refused (413) before it is read; the token header or
+    a /files signature in the head lifts the limit to --max-upload."""
+    agent = fresh_agent
+    first = {"X-Access-Token": agent.token} if agent.token else {}
+    r = agent.bare.post(agent.url + "/init", json={"accessToken": "secret-1"}, headers=first)
+    assert r.status_code == 204
+    envd = Envd(agent.url, token="secret-1", headers=agent.route)
+    big = b"x" * (2 * 1024 * 1024)
+    path = str(agent.tmp / "big.bin")
+    if agent.kind == "guest":
+        # from inside, as any process can: the ingress is not in front of 127.0.0.1:49983
+        res = envd.sh("head -c 2097152 /dev/zero | curl -s -o /dev/null -w '%{http_code}' "
+                      "-H 'Content-Type: application/octet-stream' --data-binary @- "
+                      f"'http://127.0.0.1:49983/files?path=/tmp/big-unauth'; echo; "
+                      "test -e /tmp/big-unauth && echo created || echo absent", user="user")
+        assert res.stdout.split() == [b"413", b"absent"], res.stdout
+    else:
+        s = requests.Session()  # one keep-alive connection for all of it
+        raw = {"Content-Type": "application/octet-stream"}
+        assert s.get(agent.url + "/health").status_code == 204
+        r = s.post(files_url(agent, path=path), data=big, headers=dict(raw, **{
+            "X-Access-Token": "secret-1"}))
+        assert r.status_code == 200, r.text  # the head of the second request decided
+        try:
+            r = s.post(files_url(agent, path=path + ".2"), data=big, headers=raw)
+            assert r.status_code == 413
+        except requests.ConnectionError:
+            pass  # refused before the body: the client may see the close first
+        assert not agent.fs.exists(agent.tmp / "big.bin.2")
+        sig = sign(path + ".3", "write", "", "secret-1")
+        r = requests.post(files_url(agent, path=path + ".3", signature=sig), data=big,
+                          headers=raw)
+        assert r.status_code == 200, r.text
+        r = requests.post(agent.url + "/init", data=b" " * (300 * 1024) + b"{}",
+                          headers={"Content-Type": "application/json"})
+        assert r.status_code == 413
+        # small unauthenticated bodies still reach the agent, which answers 401
+        r = requests.post(files_url(agent, path=path + ".4"), data=b"small", headers=raw)
+        assert r.status_code == 401
+    # the agent is still there and takes a large upload with the token
+    r = agent.bare.post(files_url(agent, path=path), data=big,
+                        headers={"Content-Type": "application/octet-stream",
+                                 "X-Access-Token": "secret-1"})
+    assert r.status_code == 200, r.text
+    assert envd.unary("process.Process/List", {})[0] == 200
