@@ -45,6 +45,7 @@
 #include "agent/auth.h"
 #include "agent/files-http.h"
 #include "agent/fs.h"
+#include "agent/http-gate.h"
 #include "agent/init.h"
 #include "agent/limits.h"
 #include "agent/process-rpc.h"
@@ -56,13 +57,15 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
+#include "basic/socket-util.h"
 #include "shared/envd.h"
 #include "filesystem.pb-c.h"
 #include "process.pb-c.h"
 
 #define AGENT_DEFAULT_LISTEN "0.0.0.0:" ENVD_PORT_STR
 #define AGENT_HTTP_TIMEOUT_SEC 120
-/* Largest /files upload body (evhttp buffers a request body before we see it). */
+/* Largest /files upload body (evhttp buffers a request body before we see it; only a
+ * request whose head authenticates it gets this limit, http-gate.h). */
 #define AGENT_DEFAULT_MAX_UPLOAD (512ull * 1024 * 1024)
 
 static const char *arg_listen = AGENT_DEFAULT_LISTEN;
@@ -119,6 +122,7 @@ static void route(struct evhttp_request *req, void *userdata)
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
 
+    http_gate_request_done(a, req);
     if (!path || !*path) {
         reply_error(req, 400, "invalid request path");
         return;
@@ -172,27 +176,20 @@ static void route(struct evhttp_request *req, void *userdata)
     reply_error(req, 404, "not found");
 }
 
-/* Splits "ADDR:PORT" (ADDR may be "[v6]"). */
+/* "ADDR:PORT" with basic's parser; "[v6]:PORT" too, for which evhttp wants the bare address. */
 static int parse_listen(const char *s, char *addr, size_t addr_size, uint16_t *port)
 {
-    const char *colon = strrchr(s, ':');
-    uint32_t p;
     size_t n;
+    int r = socket_parse_ip_port(s, addr, addr_size, port);
 
-    if (!colon || parse_u32(colon + 1, &p) < 0 || p > 65535) {
-        return -EINVAL;
+    if (r < 0) {
+        return r;
     }
-    n = (size_t)(colon - s);
-    if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
-        s++;
-        n -= 2;
+    n = strlen(addr);
+    if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']') {
+        memmove(addr, addr + 1, n - 2);
+        addr[n - 2] = '\0';
     }
-    if (n == 0 || n >= addr_size) {
-        return -EINVAL;
-    }
-    memcpy(addr, s, n);
-    addr[n] = '\0';
-    *port = (uint16_t)p;
     return 0;
 }
 
@@ -323,7 +320,9 @@ static int agent_init(struct agent *a)
         return -ENOMEM;
     }
     evhttp_set_max_headers_size(a->http, AGENT_MAX_HEADERS);
-    evhttp_set_max_body_size(a->http, (ev_ssize_t)arg_max_upload);
+    /* Small until a request's head authenticates it (http-gate.h), then max_upload. */
+    evhttp_set_max_body_size(a->http, (ev_ssize_t)AGENT_MAX_UNAUTH_BODY);
+    evhttp_set_bevcb(a->http, http_gate_bevcb, a);
     evhttp_set_timeout(a->http, AGENT_HTTP_TIMEOUT_SEC);
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |

@@ -13,6 +13,7 @@
 
 struct event_base;
 struct evhttp;
+struct http_gate;
 struct proc_table;
 struct watch_table;
 
@@ -24,6 +25,7 @@ struct agent {
     struct evhttp *http;
     struct proc_table *procs;
     struct watch_table *watches;
+    struct http_gate *gates; /* one per open connection (http-gate.c) */
 
     /* Sandbox-level state set through /init (e2b-compat.md §5, §6.6). */
     json_t *env;           /* object: name -> string, applied to every process */

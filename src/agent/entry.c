@@ -14,10 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/metadata.h"
 #include "basic/macro.h"
 #include "shared/json-util.h"
 
@@ -141,88 +141,6 @@ static enum entry_type type_of(mode_t mode)
     }
 }
 
-#define XATTR_PREFIX "user."
-
-/* Lists xattr names into a new buffer; returns its length, 0 for none, or -errno. */
-static ssize_t list_names(const char *path, char **ret)
-{
-    ssize_t n = listxattr(path, NULL, 0);
-    char *buf;
-
-    if (n <= 0) {
-        return n < 0 ? -errno : 0;
-    }
-    if (n > 64 * 1024) {
-        return -E2BIG;
-    }
-    buf = malloc((size_t)n);
-    if (!buf) {
-        return -ENOMEM;
-    }
-    n = listxattr(path, buf, (size_t)n);
-    if (n < 0) {
-        n = -errno;
-        free(buf);
-        return n;
-    }
-    *ret = buf;
-    return n;
-}
-
-json_t *entry_metadata(const char *path)
-{
-    char *names = NULL, value[ENTRY_MAX_METADATA_VALUE];
-    json_t *obj = NULL;
-    ssize_t n = list_names(path, &names);
-
-    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
-        const char *name = names + i;
-        ssize_t len;
-        if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX)) != 0) {
-            continue;
-        }
-        len = getxattr(path, name, value, sizeof(value));
-        if (len < 0) {
-            continue;
-        }
-        if (!obj && !(obj = json_object())) {
-            break;
-        }
-        json_object_set_new(obj, name + strlen(XATTR_PREFIX),
-                            json_util_string_lossy(value, (size_t)len));
-    }
-    free(names);
-    return obj;
-}
-
-int entry_set_metadata(const char *path, const json_t *metadata)
-{
-    char *names = NULL;
-    ssize_t n = list_names(path, &names);
-    const char *k;
-    json_t *v;
-    int r = 0;
-
-    if (n < 0 && n != -ENOTSUP) {
-        return (int)n;
-    }
-    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
-        if (strncmp(names + i, XATTR_PREFIX, strlen(XATTR_PREFIX)) == 0) {
-            (void)removexattr(path, names + i);
-        }
-    }
-    free(names);
-    json_object_foreach ((json_t *)metadata, k, v) {
-        char name[sizeof(XATTR_PREFIX) + ENTRY_MAX_METADATA_KEY];
-        snprintf(name, sizeof(name), XATTR_PREFIX "%s", k);
-        if (setxattr(path, name, json_string_value(v), json_string_length(v), 0) < 0) {
-            r = errno == ENOTSUP ? -EOPNOTSUPP : -errno;
-            break;
-        }
-    }
-    return r;
-}
-
 int entry_info_from_stat(const char *path, const struct stat *st, json_t **ret)
 {
     const char *slash = strrchr(path, '/');
@@ -273,8 +191,9 @@ int entry_info_from_stat(const char *path, const struct stat *st, json_t **ret)
                                      json_util_string_lossy(target, strlen(target))) < 0)) {
         goto out;
     }
-    if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) {
-        json_t *md = entry_metadata(path);
+    /* envd reads metadata for every entry, following a symlink; best effort. */
+    {
+        json_t *md = metadata_read(path);
         if (md) {
             json_object_set_new(e, "metadata", md);
         }

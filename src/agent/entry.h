@@ -2,7 +2,8 @@
 /*
  * filesystem.EntryInfo as envd reports it (e2b-compat.md §6.4): lstat()
  * based; a symlink reports its target's type and permission bits and sets
- * symlinkTarget to the resolved path; permissions is Go's FileMode.String().
+ * symlinkTarget to the resolved path; permissions is Go's FileMode.String();
+ * metadata is the entry's user.e2b.* xattrs (metadata.h).
  */
 #include <stddef.h>
 #include <sys/stat.h>
@@ -33,23 +34,6 @@ int entry_info(const char *path, json_t **ret);
 
 /* Same, from an lstat() result already in hand (ListDir). */
 int entry_info_from_stat(const char *path, const struct stat *st, json_t **ret);
-
-/* User metadata limits (xattrs in the "user." namespace, e2b-compat.md §6.6). */
-#define ENTRY_MAX_METADATA 64
-#define ENTRY_MAX_METADATA_KEY 200
-#define ENTRY_MAX_METADATA_VALUE 4096
-
-/*
- * The file's "user.*" xattrs as a JSON object (key without the prefix),
- * or NULL when it has none or the file system has no xattrs.
- */
-json_t *entry_metadata(const char *path);
-
-/*
- * Replaces the file's "user.*" xattrs with metadata (an object of strings).
- * Returns 0, -EOPNOTSUPP when the file system has no user xattrs, -errno.
- */
-int entry_set_metadata(const char *path, const json_t *metadata);
 
 /*
  * mkdir -p where every directory created is chowned to uid:gid (envd's

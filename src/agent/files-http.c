@@ -34,6 +34,8 @@
 #include "agent/agent.h"
 #include "agent/auth.h"
 #include "agent/entry.h"
+#include "agent/http-gate.h"
+#include "agent/metadata.h"
 #include "agent/multipart.h"
 #include "agent/reply.h"
 #include "agent/sha256.h"
@@ -81,11 +83,9 @@ void files_signature(const char *path, const char *op, const char *user, const c
     snprintf(out, 64, "v1_%s", b64);
 }
 
-/* envd's validateSigning(): token header, else a signature over the raw query values. */
-static int check_access(struct agent *a, struct evhttp_request *req, const struct evkeyvalq *q,
-                        const char *op, const char **ret_msg)
+int files_check_access(struct agent *a, const char *hdr, const struct evkeyvalq *q, const char *op,
+                       const char **ret_msg)
 {
-    const char *hdr = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Access-Token");
     const char *sig = evhttp_find_header(q, "signature");
     const char *exp = evhttp_find_header(q, "signature_expiration");
     const char *path = evhttp_find_header(q, "path");
@@ -293,6 +293,7 @@ static int choose_encoding(const char *header)
 /* --- gzip download pump -------------------------------------------------------------------- */
 
 struct gz_send {
+    struct agent *agent;
     struct evhttp_request *req;
     struct evhttp_connection *evcon; /* NULL once the client is gone */
     struct event *close_ev;
@@ -305,7 +306,7 @@ struct gz_send {
 static void gz_free(struct gz_send *g)
 {
     if (g->evcon) {
-        evhttp_connection_set_closecb(g->evcon, NULL, NULL);
+        http_gate_set_closecb(g->agent, g->evcon, NULL, NULL);
     }
     if (g->close_ev) {
         event_free(g->close_ev);
@@ -389,7 +390,7 @@ static void gz_pump(struct gz_send *g)
         evhttp_send_reply_chunk_with_cb(g->req, chunk, gz_drained_cb, g);
         evbuffer_free(chunk);
         if (flush == Z_FINISH) {
-            evhttp_connection_set_closecb(g->evcon, NULL, NULL);
+            http_gate_set_closecb(g->agent, g->evcon, NULL, NULL);
             g->evcon = NULL;
             evhttp_send_reply_end(g->req);
             gz_free(g);
@@ -521,6 +522,7 @@ static void files_get(struct agent *a, struct evhttp_request *req, const struct 
             reply_error(req, 500, "out of memory");
             goto out;
         }
+        g->agent = a;
         g->req = req;
         g->fd = TAKE_FD(fd);
         g->evcon = evhttp_request_get_connection(req);
@@ -538,7 +540,7 @@ static void files_get(struct agent *a, struct evhttp_request *req, const struct 
         evhttp_add_header(out, "Content-Type", type ? type : "application/octet-stream");
         evhttp_add_header(out, "Content-Encoding", "gzip");
         evhttp_send_reply_start(req, 200, "OK");
-        evhttp_connection_set_closecb(g->evcon, gz_closed_cb, g);
+        http_gate_set_closecb(g->agent, g->evcon, gz_closed_cb, g);
         gz_pump(g);
         goto out;
     }
@@ -670,7 +672,7 @@ static int gunzip_buffer(struct evbuffer *buf, size_t max)
  * and sets *ret_msg.
  */
 static int store_file(const struct user *u, const char *path, struct evbuffer *buf, size_t len,
-                      char *msg, size_t msg_size)
+                      const json_t *md, char *msg, size_t msg_size)
 {
     char *parent = strdup(path);
     char *slash;
@@ -717,6 +719,19 @@ static int store_file(const struct user *u, const char *path, struct evbuffer *b
         }
         len -= (size_t)n;
     }
+    /* Always, with no metadata too: the new set replaces the old one (metadata.h). */
+    r = metadata_write(fd, md);
+    if (r == -EOPNOTSUPP) {
+        /* envd: a file system without xattrs (tmpfs, /proc) keeps the body, not the metadata */
+        log_warning("%s: file system does not support xattrs; metadata not persisted", path);
+    } else if (r < 0) {
+        status = r == -ENOSPC || r == -EDQUOT ? 507 : 500;
+        snprintf(msg, msg_size, "%s: %s",
+                 status == 507 ? "not enough space for file metadata"
+                               : "error writing file metadata",
+                 strerror(-r));
+        goto out;
+    }
     status = 200;
 out:
     if (len > 0) {
@@ -727,67 +742,65 @@ out:
     return status;
 }
 
-static json_t *upload_entry(const char *path, const json_t *metadata)
+/* The upload reply's entry; metadata is read back from the file, as envd does. */
+static json_t *upload_entry(const char *path)
 {
     const char *name = strrchr(path, '/');
 
-    return json_pack("{s:s, s:s, s:s, s:O*}", "name", name ? name + 1 : path, "path", path, "type",
-                     "file", "metadata", json_object_size(metadata) ? metadata : NULL);
+    return json_pack("{s:s, s:s, s:s, s:o*}", "name", name ? name + 1 : path, "path", path, "type",
+                     "file", "metadata", metadata_read(path));
 }
 
 /*
  * X-Metadata-<key>: <value> request headers as a JSON object, keys
- * lowercased (envd >= 0.6.2). NULL when there are none. Returns -EINVAL
- * past the limits in entry.h.
+ * lowercased, the first of repeated headers winning, a header with an
+ * empty key ignored (envd's extractMetadataHeaders), checked as envd's
+ * ValidateMetadata. NULL when there are none. Returns -EINVAL with the
+ * reason in msg, or -ENOMEM.
  */
-static int request_metadata(struct evhttp_request *req, json_t **ret)
+static int request_metadata(struct evhttp_request *req, json_t **ret, char *msg, size_t msg_size)
 {
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
     struct evkeyval *h;
     json_t *md = NULL;
+    int r;
 
+    *ret = NULL;
     TAILQ_FOREACH (h, in, next) {
-        char key[ENTRY_MAX_METADATA_KEY + 1];
-        size_t n;
-        if (strncasecmp(h->key, "X-Metadata-", 11) != 0) {
+        char *key;
+        if (strncasecmp(h->key, "X-Metadata-", 11) != 0 || h->key[11] == '\0') {
             continue;
         }
-        n = strlen(h->key + 11);
-        if (n == 0 || n > ENTRY_MAX_METADATA_KEY || strlen(h->value) > ENTRY_MAX_METADATA_VALUE) {
+        key = strdup(h->key + 11);
+        if (!key) {
             json_decref(md);
-            return -EINVAL;
-        }
-        for (size_t i = 0; i <= n; i++) {
-            key[i] = (char)tolower((unsigned char)h->key[11 + i]);
-        }
-        if (!md && !(md = json_object())) {
             return -ENOMEM;
         }
-        if (json_object_set_new(md, key, json_util_string_lossy(h->value, strlen(h->value))) < 0 ||
-            json_object_size(md) > ENTRY_MAX_METADATA) {
-            json_decref(md);
-            return -EINVAL;
+        for (char *c = key; *c; c++) {
+            *c = (char)tolower((unsigned char)*c);
         }
+        if (json_object_get(md, key)) {
+            free(key);
+            continue;
+        }
+        r = metadata_check_entry(key, h->value, strlen(h->value), msg, msg_size);
+        if (r >= 0 && ((!md && !(md = json_object())) ||
+                       json_object_set_new(md, key, json_string(h->value)) < 0)) {
+            r = -ENOMEM;
+        }
+        free(key);
+        if (r < 0) {
+            json_decref(md);
+            return r;
+        }
+    }
+    r = metadata_validate(md, msg, msg_size);
+    if (r < 0) {
+        json_decref(md);
+        return r;
     }
     *ret = md;
     return 0;
-}
-
-/* Applies upload metadata; returns an HTTP status (200 on success). */
-static int apply_metadata(const char *path, const json_t *md, char *msg, size_t msg_size)
-{
-    int r;
-
-    if (!md) {
-        return 200;
-    }
-    r = entry_set_metadata(path, md);
-    if (r < 0) {
-        snprintf(msg, msg_size, "error writing file metadata: %s",
-                 r == -EOPNOTSUPP ? "not supported by the file system" : strerror(-r));
-        return r == -ENOSPC ? 507 : 500;
-    }
-    return 200;
 }
 
 static bool already_uploaded(const json_t *done, const char *path)
@@ -818,12 +831,6 @@ static void files_post(struct agent *a, struct evhttp_request *req, const struct
     char *path = NULL, msg[512];
     int status = 200, r;
 
-    r = request_metadata(req, &md);
-    if (r < 0) {
-        reply_error(req, 400, "invalid X-Metadata headers (at most %d, keys up to %d bytes)",
-                    ENTRY_MAX_METADATA, ENTRY_MAX_METADATA_KEY);
-        goto out;
-    }
     r = auth_user_or_default(a, uname, &u);
     if (r < 0) {
         reply_error(req, 401, "error looking up user '%s': unknown user", uname ? uname : "");
@@ -841,6 +848,13 @@ static void files_post(struct agent *a, struct evhttp_request *req, const struct
             goto out;
         }
     }
+    /* After the user and the body's encoding, as envd checks them. */
+    r = request_metadata(req, &md, msg, sizeof(msg));
+    if (r < 0) {
+        reply_error(req, r == -ENOMEM ? 500 : 400, "invalid metadata: %s",
+                    r == -ENOMEM ? "out of memory" : msg);
+        goto out;
+    }
     done = json_array();
     if (!done) {
         reply_error(req, 500, "out of memory");
@@ -856,15 +870,12 @@ static void files_post(struct agent *a, struct evhttp_request *req, const struct
             reply_error(req, 400, "error resolving path '%s'", raw);
             goto out;
         }
-        status = store_file(u, path, body, evbuffer_get_length(body), msg, sizeof(msg));
-        if (status == 200) {
-            status = apply_metadata(path, md, msg, sizeof(msg));
-        }
+        status = store_file(u, path, body, evbuffer_get_length(body), md, msg, sizeof(msg));
         if (status != 200) {
             reply_error(req, status, "%s", msg);
             goto out;
         }
-        json_array_append_new(done, upload_entry(path, md));
+        json_array_append_new(done, upload_entry(path));
         reply_json(req, 200, TAKE_PTR(done));
         goto out;
     }
@@ -910,15 +921,12 @@ static void files_post(struct agent *a, struct evhttp_request *req, const struct
                         path);
             goto out;
         }
-        status = store_file(u, path, body, part.len, msg, sizeof(msg));
-        if (status == 200) {
-            status = apply_metadata(path, md, msg, sizeof(msg));
-        }
+        status = store_file(u, path, body, part.len, md, msg, sizeof(msg));
         if (status != 200) {
             reply_error(req, status, "%s", msg);
             goto out;
         }
-        if (json_array_append_new(done, upload_entry(path, md)) < 0) {
+        if (json_array_append_new(done, upload_entry(path)) < 0) {
             reply_error(req, 500, "out of memory");
             goto out;
         }
@@ -951,7 +959,10 @@ void files_http_handle(struct agent *a, struct evhttp_request *req)
         reply_error(req, 405, "method not allowed");
         goto out;
     }
-    if (check_access(a, req, &q, cmd == EVHTTP_REQ_GET ? "read" : "write", &msg) < 0) {
+    if (files_check_access(a,
+                           evhttp_find_header(evhttp_request_get_input_headers(req),
+                                              "X-Access-Token"),
+                           &q, cmd == EVHTTP_REQ_GET ? "read" : "write", &msg) < 0) {
         reply_error(req, 401, "%s", msg);
         goto out;
     }
@@ -1127,7 +1138,7 @@ void files_http_compose(struct agent *a, struct evhttp_request *req)
     for (i = 0; i < n; i++) {
         (void)unlink(resolved[i]);
     }
-    reply_json(req, 200, upload_entry(dest, NULL));
+    reply_json(req, 200, upload_entry(dest));
 out:
     close_safe(fd);
     if (tmp) {

@@ -8,6 +8,7 @@
  */
 struct agent;
 struct evhttp_request;
+struct evkeyvalq;
 
 void files_http_handle(struct agent *a, struct evhttp_request *req);
 
@@ -20,3 +21,11 @@ void files_http_compose(struct agent *a, struct evhttp_request *req);
  */
 void files_signature(const char *path, const char *op, const char *user, const char *token,
                      const char *expiration, char out[64]);
+
+/*
+ * envd's validateSigning() for /files: the X-Access-Token header value
+ * (hdr, may be NULL), else a signature over the raw query values q for op
+ * ("read" or "write"). Returns 0, or -EACCES with the reason in *ret_msg.
+ */
+int files_check_access(struct agent *a, const char *hdr, const struct evkeyvalq *q, const char *op,
+                       const char **ret_msg);

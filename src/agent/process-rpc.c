@@ -210,7 +210,7 @@ void process_rpc_start(struct rpc_call *call)
         }
         goto out;
     }
-    proc_attach(p, call, false);
+    proc_attach(p, call, PROC_ATTACH_START);
 out:
     free(argv); /* the strings are borrowed from call->msg */
     strv_free(envp);
@@ -261,7 +261,7 @@ void process_rpc_connect(struct rpc_call *call)
     struct proc *p = select_process(call, true);
 
     if (p) {
-        proc_attach(p, call, true);
+        proc_attach(p, call, PROC_ATTACH_CONNECT);
     }
 }
 

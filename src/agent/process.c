@@ -28,6 +28,15 @@
  * pipes at once, so the end event follows the reap even when children of
  * the process keep the pipes open.
  *
+ * Deadlines, as envd has them: Start's Connect-Timeout-Ms is both the
+ * deadline of the Start request and the process's lifetime (envd runs the
+ * process under a context with that timeout, apart from the request's own).
+ * When it elapses the Start stream ends with deadline_exceeded, which the
+ * SDKs raise as a timeout, and the process is killed (SIGKILL); streams
+ * that Connect attached see the kill as an ordinary end event. A Connect's
+ * own timeout ends only that stream. A client that goes away (cancels)
+ * ends only its stream: the process keeps running, as on envd.
+ *
  * Everything runs on the event loop; no object is freed inside an evhttp
  * callback (rpc.c delivers stream closes from its own event).
  */
@@ -85,6 +94,7 @@ struct proc {
     bool stdin_close_pending;
 
     struct event *timeout_ev;
+    struct proc_sub *starter; /* the Start stream, while attached: ends at timeout_ev */
     struct proc_sub *subs;
     size_t n_subs;
 
@@ -166,6 +176,9 @@ static void sub_unlink(struct proc_sub *s)
         if (*pp == s) {
             *pp = s->next;
             p->n_subs--;
+            if (p->starter == s) {
+                p->starter = NULL;
+            }
             return;
         }
     }
@@ -438,9 +451,17 @@ int proc_signal(struct proc *p, int sig)
 static void timeout_cb(evutil_socket_t fd, short what, void *userdata)
 {
     struct proc *p = userdata;
+    struct proc_sub *s = p->starter;
 
     log_info("pid %d: Connect-Timeout-Ms elapsed, killing the process", (int)p->pid);
+    /* First the Start stream's error, so it can never see the kill as a normal end. */
+    if (s) {
+        sub_unlink(s);
+        rpc_stream_finish(s->stream, CONNECT_DEADLINE_EXCEEDED, "context deadline exceeded");
+        sub_free(s);
+    }
     (void)proc_signal(p, SIGKILL);
+    proc_resume_check(p);
 }
 
 /* --- lifecycle ----------------------------------------------------------------------------- */
@@ -500,6 +521,7 @@ static void proc_end(struct proc *p)
         event_free(p->timeout_ev);
         p->timeout_ev = NULL;
     }
+    p->starter = NULL;
     while (p->subs) {
         struct proc_sub *s = p->subs;
         p->subs = s->next;
@@ -721,7 +743,7 @@ struct proc *proc_by_tag(struct proc_table *t, const char *tag)
     return NULL;
 }
 
-void proc_attach(struct proc *p, struct rpc_call *call, bool with_deadline)
+void proc_attach(struct proc *p, struct rpc_call *call, enum proc_attach_mode mode)
 {
     struct rpc_stream *stream = NULL;
     struct proc_sub *s;
@@ -760,7 +782,7 @@ void proc_attach(struct proc *p, struct rpc_call *call, bool with_deadline)
         free(s);
         return;
     }
-    if (with_deadline && call->timeout > 0) {
+    if (mode == PROC_ATTACH_CONNECT && call->timeout > 0) {
         struct timeval tv = { .tv_sec = (time_t)(call->timeout / USEC_PER_SEC),
                               .tv_usec = (suseconds_t)(call->timeout % USEC_PER_SEC) };
         s->deadline = evtimer_new(p->table->agent->base, sub_deadline_cb, s);
@@ -771,6 +793,9 @@ void proc_attach(struct proc *p, struct rpc_call *call, bool with_deadline)
     s->next = p->subs;
     p->subs = s;
     p->n_subs++;
+    if (mode == PROC_ATTACH_START) {
+        p->starter = s;
+    }
 }
 
 json_t *proc_list_json(struct proc_table *t)

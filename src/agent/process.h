@@ -25,7 +25,9 @@ struct proc_table *proc_table_free(struct proc_table *t);
 
 /*
  * Starts a process. config (the ProcessConfig JSON, for List) is borrowed
- * and copied. timeout > 0 kills the process when it elapses (SIGKILL).
+ * and copied. timeout > 0 kills the process when it elapses (SIGKILL),
+ * after ending the stream attached with PROC_ATTACH_START with
+ * deadline_exceeded.
  * Returns 0, -EMFILE past AGENT_MAX_PROCS, or launch_process()'s errors.
  */
 int proc_spawn(struct proc_table *t, const struct launch_params *sp, const char *tag,
@@ -40,14 +42,20 @@ uint32_t proc_pid(const struct proc *p);
 bool proc_is_running(const struct proc *p);
 bool proc_is_pty(const struct proc *p);
 
+enum proc_attach_mode {
+    /* Start's own stream: its deadline is the process's timeout (proc_spawn). */
+    PROC_ATTACH_START,
+    /* A Connect: the stream ends with deadline_exceeded after call->timeout,
+     * the process keeps running. */
+    PROC_ATTACH_CONNECT,
+};
+
 /*
  * Opens call's response stream and attaches it to p: start{pid}, then new
  * output, then end and the end-stream frame. For a finished process the
- * stream gets start and end at once. With with_deadline, the stream ends
- * with deadline_exceeded after call->timeout (the process keeps running).
- * Errors are reported on the call.
+ * stream gets start and end at once. Errors are reported on the call.
  */
-void proc_attach(struct proc *p, struct rpc_call *call, bool with_deadline);
+void proc_attach(struct proc *p, struct rpc_call *call, enum proc_attach_mode mode);
 
 /* Queues input for the process's stdin (or PTY). -EPIPE: stdin disabled or
  * closed; -EAGAIN: the process is not reading and the queue is full. */

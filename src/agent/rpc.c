@@ -34,6 +34,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "agent/agent.h"
+#include "agent/http-gate.h"
 #include "agent/limits.h"
 #include "agent/proto-codec.h"
 #include "agent/reply.h"
@@ -524,7 +525,7 @@ int rpc_stream_open(struct rpc_call *call, json_t *keepalive_msg, rpc_stream_cb_
     evhttp_add_header(evhttp_request_get_output_headers(s->req), "Content-Type",
                       s->proto ? "application/connect+proto" : "application/connect+json");
     evhttp_send_reply_start(s->req, 200, "OK");
-    evhttp_connection_set_closecb(s->evcon, stream_closed_cb, s);
+    http_gate_set_closecb(s->agent, s->evcon, stream_closed_cb, s);
     evhttp_request_set_on_complete_cb(s->req, stream_request_done_cb, NULL);
     bev = evhttp_connection_get_bufferevent(s->evcon);
     if (bev) {
@@ -605,7 +606,7 @@ void rpc_stream_finish(struct rpc_stream *s, int code, const char *message)
     }
     if (s->evcon) {
         /* We end the response ourselves: evhttp must not call back into s any more. */
-        evhttp_connection_set_closecb(s->evcon, NULL, NULL);
+        http_gate_set_closecb(s->agent, s->evcon, NULL, NULL);
         frame = evbuffer_new();
         if (frame && add_end_stream(frame, code, message ? message : "") == 0) {
             evhttp_send_reply_chunk(s->req, frame);

@@ -2,10 +2,13 @@
  * /init is how the host configures the sandbox after boot and after every
  * resume: it merges sandbox-level env vars, sets the access token, the
  * default user and workdir, and (only when we are the guest's init) the
- * clock, which a restored snapshot has wrong. The access token can only
- * be changed by a caller that proves the current one (X-Access-Token);
- * setting the same token again is always allowed, so re-sending /init
- * after a resume is idempotent.
+ * clock, which a restored snapshot has wrong. Once a token is set, /init
+ * changes nothing (token, env, user, workdir, clock) unless the caller
+ * proves the current token, in the body's accessToken (what the host
+ * sends, so re-sending /init after a resume is idempotent) or in
+ * X-Access-Token (which may then set a new one): a guest process must not
+ * give itself root as the default user or poison every later command's
+ * environment.
  *
  * E2B_* variables are also written to <e2b_dir>/.E2B_<NAME> files
  * (/run/e2b in the guest), where E2B's tooling reads them.
@@ -263,8 +266,18 @@ void state_http_init(struct agent *a, struct evhttp_request *req)
             goto out;
         }
     }
-    if (token && a->access_token && strcmp(token, a->access_token) != 0 && !auth_token_ok(a, req)) {
-        reply_error(req, 401, "access token is already set and cannot be changed without it");
+    /*
+     * Once a token is set, any process in the guest can reach us: only a
+     * caller that proves the current token may change anything (envd's
+     * validateInitAccessToken: the body's accessToken; we also take the
+     * X-Access-Token header, which lets that caller rotate the token).
+     */
+    if (a->access_token && !(token && auth_secret_equal(token, a->access_token)) &&
+        !auth_token_ok(a, req)) {
+        bool tried = token || evhttp_find_header(evhttp_request_get_input_headers(req),
+                                                 "X-Access-Token");
+        reply_error(req, 401, "%s",
+                    tried ? "access token validation failed" : "access token reset not authorized");
         goto out;
     }
 

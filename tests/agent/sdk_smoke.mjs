@@ -3,7 +3,7 @@
 // through space-api, its agent reached through the ingress. Prints one "ok <name>"
 // line per check and exits non-zero on the first failure. Run by test_sdk.py.
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, NotFoundError } from 'e2b'
+import { Sandbox, CommandExitError, NotFoundError, TimeoutError } from 'e2b'
 
 const dir = process.argv[2]
 const debug = !process.env.E2B_API_KEY
@@ -49,6 +49,19 @@ r = await again.wait()
 assert.equal(r.stdout, 'late\n')
 ok('connect')
 
+// Past its timeoutMs a command ends as on envd: deadline_exceeded, which the SDK raises as a
+// TimeoutError (not a CommandExitError for a killed process), and the process is killed.
+// (connect-es's own client deadline fires first here; test_process.py checks the server's.)
+const t0 = Date.now()
+await assert.rejects(sbx.commands.run('sleep 31', { timeoutMs: 1500 }),
+  (e) => e instanceof TimeoutError && !(e instanceof CommandExitError))
+assert.ok(Date.now() - t0 < 10000)
+for (let i = 0; i < 50 && (await sbx.commands.list()).some((p) => p.cmd === '/bin/bash' && p.args.includes('sleep 31')); i++) {
+  await new Promise((res) => setTimeout(res, 100))
+}
+assert.ok(!(await sbx.commands.list()).some((p) => p.args.includes('sleep 31')))
+ok('command timeout')
+
 let ptyOut = ''
 const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { ptyOut += new TextDecoder().decode(d) } })
 await sbx.pty.resize(term.pid, { cols: 100, rows: 30 })
@@ -83,6 +96,15 @@ await sbx.files.remove(`${dir}/multi`)
 assert.equal(await sbx.files.exists(`${dir}/multi`), false)
 await assert.rejects(sbx.files.read(`${dir}/missing.txt`), (e) => e instanceof NotFoundError)
 ok('filesystem')
+
+// Metadata as on envd: user.e2b.<key> xattrs, replaced as a whole by every write.
+await sbx.files.write(`${dir}/meta.txt`, 'm', { metadata: { team: 'ai' } })
+assert.deepEqual((await sbx.files.getInfo(`${dir}/meta.txt`)).metadata, { team: 'ai' })
+r = await sbx.commands.run(`python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.e2b.team").decode())' ${dir}/meta.txt`)
+assert.equal(r.stdout, 'ai\n')
+await sbx.files.write(`${dir}/meta.txt`, 'overwritten')
+assert.equal((await sbx.files.getInfo(`${dir}/meta.txt`)).metadata, undefined)
+ok('file metadata')
 
 const events = []
 const handle = await sbx.files.watchDir(dir, (e) => events.push(e))

@@ -172,6 +172,12 @@ class HostFS:
     def getxattr(self, path, name):
         return os.getxattr(path, name)
 
+    def setxattr(self, path, name, value):
+        os.setxattr(path, name, value)
+
+    def listxattr(self, path):
+        return sorted(os.listxattr(path))
+
     def mkdtemp(self):
         return PurePosixPath(tempfile.mkdtemp(prefix="space-agent-test-"))
 
@@ -262,6 +268,16 @@ class GuestFS:
         return self.sh("python3 -c 'import os, sys; "
                        "sys.stdout.buffer.write(os.getxattr(sys.argv[1], sys.argv[2]))' "
                        f"{q(path)} {q(name)}")
+
+    def setxattr(self, path, name, value):
+        self.sh("python3 -c 'import os, sys, base64; "
+                "os.setxattr(sys.argv[1], sys.argv[2], base64.b64decode(sys.argv[3]))' "
+                f"{q(path)} {q(name)} {base64.b64encode(value).decode()}")
+
+    def listxattr(self, path):
+        out = self.sh(f"python3 -c 'import os, sys; print(*sorted(os.listxattr(sys.argv[1])))' "
+                      f"{q(path)}")
+        return out.decode().split()
 
     def mkdtemp(self):
         # /var/tmp, not /tmp: the guest's /tmp is a tmpfs, and a 6.1 tmpfs has no user.* xattrs

@@ -3,9 +3,12 @@ import base64
 import gzip
 import hashlib
 import os
+import shlex
 import time
 import urllib.parse
 from pathlib import PurePosixPath
+
+import requests
 
 from envd_client import Envd
 
@@ -204,6 +207,69 @@ def test_access_token(fresh_agent):
     assert code == 200
 
 
+# Every route but /health, each (method, path, body) as a process in the sandbox could send it.
+ROUTES_WITHOUT_TOKEN = [
+    ("POST", "/init", '{"defaultUser":"root","envVars":{"LD_PRELOAD":"/tmp/evil.so"}}'),
+    ("POST", "/init", '{"accessToken":"mine","defaultUser":"root"}'),
+    ("POST", "/init", ""),
+    ("GET", "/envs", None),
+    ("GET", "/metrics", None),
+    ("GET", "/files?path=/etc/hostname", None),
+    ("POST", "/files?path=/tmp/x", ""),
+    ("POST", "/files/compose", '{"source_paths":["/etc/hostname"],"destination":"/tmp/y"}'),
+    ("GET", "/nope", None),
+] + [("POST", "/process.Process/" + m, "{}") for m in
+     ("Start", "Connect", "List", "SendInput", "SendSignal", "CloseStdin", "Update", "StreamInput")
+     ] + [("POST", "/filesystem.Filesystem/" + m, "{}") for m in
+          ("Stat", "ListDir", "MakeDir", "Move", "Remove", "WatchDir", "CreateWatcher",
+           "GetWatcherEvents", "RemoveWatcher")]
+
+
+def statuses_from_inside(agent, envd, routes):
+    """HTTP statuses of routes sent to the agent from its own machine, without a token: in a
+    guest by curl as `user` (any process there reaches the agent; envd starts it), on the
+    host directly."""
+    if agent.kind == "host":
+        out = []
+        for method, path, body in routes:
+            h = {"Content-Type": "application/json"} if body is not None else {}
+            r = requests.request(method, agent.url + path, data=body, headers=h, timeout=30)
+            out.append(r.status_code)
+        return out
+    script = []
+    for method, path, body in routes:
+        data = f"-H 'Content-Type: application/json' --data-binary {shlex.quote(body)} " \
+            if body is not None else ""
+        script.append(f"curl -s -o /dev/null -w '%{{http_code}}\\n' -X {method} {data}"
+                      f"{shlex.quote('http://127.0.0.1:49983' + path)}")
+    res = envd.sh("; ".join(script), user="user")
+    return [int(x) for x in res.stdout.split()]
+
+
+def test_init_and_every_route_refused_without_the_token(fresh_agent):
+    """Issue 7: once the platform set a token, no process in the sandbox can post /init (to
+    make root the default user, or poison every later command's env) or use any route."""
+    agent = fresh_agent
+    first = {"X-Access-Token": agent.token} if agent.token else {}
+    r = agent.bare.post(agent.url + "/init", json={"accessToken": "secret-1"}, headers=first)
+    assert r.status_code == 204
+    envd = Envd(agent.url, token="secret-1", headers=agent.route)
+    user_before = envd.sh("id -un").stdout
+    got = statuses_from_inside(agent, envd, ROUTES_WITHOUT_TOKEN)
+    assert got == [401] * len(ROUTES_WITHOUT_TOKEN), list(zip(ROUTES_WITHOUT_TOKEN, got))
+    assert statuses_from_inside(agent, envd, [("GET", "/health", None)]) == [204]
+    # nothing changed: same default user, no LD_PRELOAD, the token still the platform's
+    res = envd.sh("id -un; echo \"[$LD_PRELOAD]\"")
+    assert res.stdout == user_before + b"[]\n"
+    r = agent.bare.post(agent.url + "/init", json={"accessToken": "secret-1"})
+    assert r.status_code == 204  # the host re-sending /init with the token is idempotent
+    r = agent.bare.post(agent.url + "/init", json={"accessToken": "wrong", "envVars": {"A": "1"}})
+    assert r.status_code == 401 and r.json()["message"] == "access token validation failed"
+    r = agent.bare.post(agent.url + "/init", json={"envVars": {"A": "1"}})
+    assert r.status_code == 401 and r.json()["message"] == "access token reset not authorized"
+    assert envd.unary("process.Process/List", {})[0] == 200
+
+
 def test_init_env_user_workdir(fresh_agent):
     agent = fresh_agent
     http, fs, envd = agent.http, agent.fs, agent.envd()
@@ -276,13 +342,15 @@ def test_unknown_paths(agent):
 
 
 def test_upload_metadata(agent, envd, fs, tmp):
+    """envd: metadata in user.e2b.<key> xattrs; each upload replaces the whole set."""
     http = agent.http
     target = tmp / "m.txt"
     r = http.post(files_url(agent, path=str(target)), files={"file": ("m.txt", b"x")},
                   headers={"X-Metadata-Team": "ai", "X-Metadata-Run-ID": "42"})
     assert r.status_code == 200, r.text
     assert r.json()[0]["metadata"] == {"team": "ai", "run-id": "42"}
-    assert fs.getxattr(target, "user.team") == b"ai"
+    assert fs.getxattr(target, "user.e2b.team") == b"ai"
+    assert fs.listxattr(target) == ["user.e2b.run-id", "user.e2b.team"]
     code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
     assert body["entry"]["metadata"] == {"team": "ai", "run-id": "42"}
     # new headers replace all existing metadata
@@ -291,9 +359,64 @@ def test_upload_metadata(agent, envd, fs, tmp):
     assert r.json()[0]["metadata"] == {"other": "1"}
     code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
     assert body["entry"]["metadata"] == {"other": "1"}
+    # other tools' user.* attributes are neither reported nor cleared
+    fs.setxattr(target, "user.tool", b"keep")
+    code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
+    assert body["entry"]["metadata"] == {"other": "1"}
+    # an overwrite without metadata headers clears the old metadata (raw body too)
+    r = http.post(files_url(agent, path=str(target)), data=b"z",
+                  headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 200, r.text
+    assert "metadata" not in r.json()[0]
+    code, body = envd.unary("filesystem.Filesystem/Stat", {"path": str(target)})
+    assert "metadata" not in body["entry"]
+    assert fs.listxattr(target) == ["user.tool"]
     # without metadata headers the entry has no metadata field
     r = http.post(files_url(agent, path=str(tmp / "plain")), files={"file": ("p", b"")})
     assert "metadata" not in r.json()[0]
+
+
+def test_metadata_follows_the_file(agent, envd, fs, tmp):
+    """Move keeps it (the inode's xattrs), ListDir and symlinks report it; a value set by
+    hand that is not UTF-8 is skipped, as envd does."""
+    http = agent.http
+    r = http.post(files_url(agent, path=str(tmp / "a.txt")), files={"file": ("a", b"1")},
+                  headers={"X-Metadata-K": "v"})
+    assert r.status_code == 200, r.text
+    code, body = envd.unary("filesystem.Filesystem/Move", {"source": str(tmp / "a.txt"),
+                                                           "destination": str(tmp / "b.txt")})
+    assert code == 200, body
+    assert body["entry"]["metadata"] == {"k": "v"}
+    fs.symlink(tmp / "b.txt", tmp / "link")
+    fs.setxattr(tmp / "b.txt", "user.e2b.bin", b"\xff\xfe")
+    code, body = envd.unary("filesystem.Filesystem/ListDir", {"path": str(tmp)})
+    got = {e["name"]: e.get("metadata") for e in body["entries"]}
+    assert got == {"b.txt": {"k": "v"}, "link": {"k": "v"}}
+
+
+def test_invalid_metadata_refused(agent, fs, tmp):
+    """envd's ValidateMetadata: 400 with its message, nothing written."""
+    http = agent.http
+    target = tmp / "bad.txt"
+    cases = [
+        ({"X-Metadata-" + "k" * 247: "v"}, f'metadata key "{"k" * 247}" exceeds 246 bytes'),
+        ({"X-Metadata-K": "v" * 4087}, "total metadata size 4097 exceeds 4096 bytes"),
+    ]
+    if agent.kind == "host":  # the ingress refuses control bytes in a header before the agent
+        cases.append(({"X-Metadata-K": "a\x7fb"},
+                      'metadata value for key "k" contains non-printable-ASCII byte 0x7f at '
+                      'offset 1'))
+    for headers, message in cases:
+        r = http.post(files_url(agent, path=str(target)), files={"file": ("b", b"x")},
+                      headers=headers)
+        assert r.status_code == 400, r.text
+        assert r.json() == {"code": 400, "message": "invalid metadata: " + message}
+    assert not fs.exists(target)
+    # within the budget: stored (ext4's per-entry overhead makes the last bytes a 507, as on envd)
+    r = http.post(files_url(agent, path=str(target)), files={"file": ("b", b"x")},
+                  headers={"X-Metadata-K": "v" * 3000})
+    assert r.status_code == 200, r.text
+    assert r.json()[0]["metadata"] == {"k": "v" * 3000}
 
 
 def test_files_compose(agent, fs, tmp):
@@ -318,3 +441,52 @@ def test_files_compose(agent, fs, tmp):
                                                        "destination": str(dest)})
     assert r.status_code == 400
     assert fs.exists(dest)
+
+
+def test_large_body_needs_a_token_in_the_head(fresh_agent):
+    """Issue 7: the agent must not buffer a large body for a request whose head proves
+    nothing: past 256 KiB such a body is refused (413) before it is read; the token header or
+    a /files signature in the head lifts the limit to --max-upload."""
+    agent = fresh_agent
+    first = {"X-Access-Token": agent.token} if agent.token else {}
+    r = agent.bare.post(agent.url + "/init", json={"accessToken": "secret-1"}, headers=first)
+    assert r.status_code == 204
+    envd = Envd(agent.url, token="secret-1", headers=agent.route)
+    big = b"x" * (2 * 1024 * 1024)
+    path = str(agent.tmp / "big.bin")
+    if agent.kind == "guest":
+        # from inside, as any process can: the ingress is not in front of 127.0.0.1:49983
+        res = envd.sh("head -c 2097152 /dev/zero | curl -s -o /dev/null -w '%{http_code}' "
+                      "-H 'Content-Type: application/octet-stream' --data-binary @- "
+                      f"'http://127.0.0.1:49983/files?path=/tmp/big-unauth'; echo; "
+                      "test -e /tmp/big-unauth && echo created || echo absent", user="user")
+        assert res.stdout.split() == [b"413", b"absent"], res.stdout
+    else:
+        s = requests.Session()  # one keep-alive connection for all of it
+        raw = {"Content-Type": "application/octet-stream"}
+        assert s.get(agent.url + "/health").status_code == 204
+        r = s.post(files_url(agent, path=path), data=big, headers=dict(raw, **{
+            "X-Access-Token": "secret-1"}))
+        assert r.status_code == 200, r.text  # the head of the second request decided
+        try:
+            r = s.post(files_url(agent, path=path + ".2"), data=big, headers=raw)
+            assert r.status_code == 413
+        except requests.ConnectionError:
+            pass  # refused before the body: the client may see the close first
+        assert not agent.fs.exists(agent.tmp / "big.bin.2")
+        sig = sign(path + ".3", "write", "", "secret-1")
+        r = requests.post(files_url(agent, path=path + ".3", signature=sig), data=big,
+                          headers=raw)
+        assert r.status_code == 200, r.text
+        r = requests.post(agent.url + "/init", data=b" " * (300 * 1024) + b"{}",
+                          headers={"Content-Type": "application/json"})
+        assert r.status_code == 413
+        # small unauthenticated bodies still reach the agent, which answers 401
+        r = requests.post(files_url(agent, path=path + ".4"), data=b"small", headers=raw)
+        assert r.status_code == 401
+    # the agent is still there and takes a large upload with the token
+    r = agent.bare.post(files_url(agent, path=path), data=big,
+                        headers={"Content-Type": "application/octet-stream",
+                                 "X-Access-Token": "secret-1"})
+    assert r.status_code == 200, r.text
+    assert envd.unary("process.Process/List", {})[0] == 200

@@ -1,6 +1,8 @@
 """process.Process over the Connect protocol, as the E2B SDKs use it (§6.2, §6.3)."""
 import time
 
+import pytest
+
 from conftest import wait_for
 from envd_client import b64, collect, envelope
 
@@ -113,11 +115,38 @@ def test_stdin_disabled_reads_dev_null(envd):
     assert res.stdout == b"done\n"
 
 
-def test_timeout_kills_process(envd):
+def test_timeout_ends_start_with_deadline_exceeded(envd):
+    """envd: Start's Connect-Timeout-Ms ends the Start stream with deadline_exceeded (the
+    SDKs raise a timeout) and kills the process; a Connect attached to it sees the kill."""
     t = time.time()
-    res = envd.run("/bin/sleep", ["30"], timeout_ms=500)
+    s = envd.start("/bin/sh", ["-c", "echo up; exec sleep 30"], timeout_ms=1500)
+    pid = next(s)["event"]["start"]["pid"]
+    c = envd.stream("process.Process/Connect", {"process": {"pid": pid}})
+    assert next(c)["event"] == {"start": {"pid": pid}}
+    res = collect(s)
     assert time.time() - t < 10
-    assert res.end == {"exitCode": -1, "status": "signal: killed", "error": "signal: killed"}
+    assert res.stdout == b"up\n"
+    assert res.end is None  # no end event: the stream ends with the error instead
+    assert res.stream_end == {"error": {"code": "deadline_exceeded",
+                                        "message": "context deadline exceeded"}}
+    other = collect(c)
+    assert other.end == {"exitCode": -1, "status": "signal: killed", "error": "signal: killed"}
+    assert other.stream_end == {}
+    _, body = envd.unary("process.Process/List", {})
+    assert pid not in [p["pid"] for p in body.get("processes", [])]
+
+
+def test_connect_timeout_ends_only_that_stream(envd):
+    s = envd.start("/bin/sleep", ["30"])
+    pid = next(s)["event"]["start"]["pid"]
+    c = envd.stream("process.Process/Connect", {"process": {"pid": pid}},
+                    headers={"Connect-Timeout-Ms": "300"})
+    res = collect(c)
+    assert res.stream_end["error"]["code"] == "deadline_exceeded"
+    _, body = envd.unary("process.Process/List", {})
+    assert pid in [p["pid"] for p in body["processes"]]
+    envd.unary("process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+    assert collect(s).end["status"] == "signal: killed"
 
 
 def test_malformed_requests(agent, envd):
@@ -414,3 +443,15 @@ def test_no_fd_leaks(agent, envd, tmp):
         envd.unary("filesystem.Filesystem/RemoveWatcher", {"watcherId": body["watcherId"]})
     envd.session.close()
     wait_for(lambda: fds() <= base + 1, timeout=10)
+
+
+def test_python_serves_http_in_the_base_template(target, envd):
+    """E2B's templates have `python`: `python -m http.server` is many users' first server."""
+    if target == "host":
+        pytest.skip("a property of the base template's packages, not of the agent")
+    res = envd.sh("cd /home/user && (python -m http.server 8123 --bind 127.0.0.1 "
+                  ">/dev/null 2>&1 & echo $! >/tmp/hs.pid); "
+                  "for i in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:8123/ "
+                  "&& echo up && break; sleep 0.1; done; kill $(cat /tmp/hs.pid)")
+    assert res.stdout == b"up\n", (res.stdout, res.stderr, res.end)
+    assert envd.sh("python --version").stdout.startswith(b"Python 3.")
