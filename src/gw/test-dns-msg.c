@@ -36,6 +36,9 @@ static void u32(struct pkt *p, uint32_t v)
 
 static void raw(struct pkt *p, const void *d, size_t n)
 {
+    if (n == 0) {
+        return;
+    }
     memcpy(p->b + p->n, d, n);
     p->n += n;
 }
@@ -289,11 +292,13 @@ static void test_query_names(void **state)
     assert_int_equal(parse_q(&p), -DNS_E_LABEL_TYPE);
 
     /* a '.' inside a label would alias "a.b" the name; NUL, space, high bytes */
-    for (const char *bad = ".\0 \x80*/"; bad < ".\0 \x80*/" + 6; bad++) {
+    static const uint8_t bad_chars[] = { '.', 0, ' ', 0x80, '*', '/' };
+
+    for (const uint8_t *bad = bad_chars; bad < bad_chars + sizeof(bad_chars); bad++) {
         header(&p, 1, 0, 1, 0, 0, 0);
         u8(&p, 3);
         u8(&p, 'a');
-        u8(&p, (uint8_t)*bad);
+        u8(&p, *bad);
         u8(&p, 'b');
         name(&p, "example");
         u16(&p, 1);
