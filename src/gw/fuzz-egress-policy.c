@@ -47,6 +47,10 @@ static void poke_checks(const struct policy *p)
                         assert(!policy_reason_allows(r1) && !policy_reason_allows(r2) &&
                                !policy_reason_allows(r3));
                     }
+                    if (envs[e].ceiling == POLICY_CEILING_ALLOWLIST) {
+                        assert(r1 != POLICY_ALLOW_INTERNET && r2 != POLICY_ALLOW_INTERNET &&
+                               r3 != POLICY_ALLOW_INTERNET);
+                    }
                     if (policy_addr_is_forbidden(&envs[e], addrs[a])) {
                         assert(!policy_reason_allows(r2) && !policy_reason_allows(r3));
                     }

@@ -460,14 +460,24 @@ static int parse_list(const json_t *arr, const char *field, bool names_ok, struc
     return 0;
 }
 
+static bool covers_all(const struct entry *e)
+{
+    return e->kind == ENTRY_CIDR4 && e->prefix == 0 && e->n_ports == 0;
+}
+
+/* Names have no address at DNS time: they resolve by default when the internet is on and
+ * not denied wholesale, or when every address is allowed (allowOut ALL_TRAFFIC). */
 static void finish(struct policy *p)
 {
-    p->names_default = p->internet;
+    bool deny_all = false, allow_all = false;
+
     for (size_t i = 0; i < p->n_deny; i++) {
-        if (p->deny[i].kind == ENTRY_CIDR4 && p->deny[i].prefix == 0) {
-            p->names_default = false;
-        }
+        deny_all = deny_all || covers_all(&p->deny[i]);
     }
+    for (size_t i = 0; i < p->n_allow; i++) {
+        allow_all = allow_all || covers_all(&p->allow[i]);
+    }
+    p->names_default = (p->internet && !deny_all) || allow_all;
 }
 
 static struct policy *policy_new(enum dialect d)
@@ -750,11 +760,16 @@ static int match_name(const struct entry *v, size_t n, const char *name, uint16_
     return m;
 }
 
-static int match_addr4(const struct entry *v, size_t n, uint32_t addr, uint16_t port)
+/* skip_all: the allowlist ceiling does not let a 0.0.0.0/0 allow entry be the internet. */
+static int match_addr4(const struct entry *v, size_t n, uint32_t addr, uint16_t port,
+                       bool skip_all)
 {
     int m = M_NONE;
 
     for (size_t i = 0; i < n; i++) {
+        if (skip_all && v[i].prefix == 0) {
+            continue;
+        }
         if (v[i].kind == ENTRY_CIDR4 && (addr & v[i].mask) == v[i].addr) {
             if (port_matches(&v[i], port)) {
                 return M_HIT;
@@ -813,11 +828,11 @@ enum policy_reason policy_check_addr(const struct policy *p, const struct policy
     if (policy_addr_is_forbidden(env, a)) {
         return POLICY_DENY_FORBIDDEN;
     }
-    m = match_addr4(p->allow, p->n_allow, a, port);
+    m = match_addr4(p->allow, p->n_allow, a, port, env->ceiling == POLICY_CEILING_ALLOWLIST);
     if (m == M_HIT) {
         return POLICY_ALLOW_CIDR;
     }
-    if (match_addr4(p->deny, p->n_deny, a, port) == M_HIT) {
+    if (match_addr4(p->deny, p->n_deny, a, port, false) == M_HIT) {
         return POLICY_DENY_CIDR;
     }
     return fallback(p, env, p->internet, m == M_PORT_MISS);
@@ -848,14 +863,14 @@ enum policy_reason policy_check_name_addr(const struct policy *p, const struct p
     if (mn == M_HIT) {
         return POLICY_ALLOW_NAME;
     }
-    ma = match_addr4(p->allow, p->n_allow, a, port);
+    ma = match_addr4(p->allow, p->n_allow, a, port, env->ceiling == POLICY_CEILING_ALLOWLIST);
     if (ma == M_HIT) {
         return POLICY_ALLOW_CIDR;
     }
     if (match_name(p->deny, p->n_deny, name, port) == M_HIT) {
         return POLICY_DENY_NAME;
     }
-    if (match_addr4(p->deny, p->n_deny, a, port) == M_HIT) {
+    if (match_addr4(p->deny, p->n_deny, a, port, false) == M_HIT) {
         return POLICY_DENY_CIDR;
     }
     return fallback(p, env, p->internet, mn == M_PORT_MISS || ma == M_PORT_MISS);

@@ -30,7 +30,9 @@
  * false = denyOut ["0.0.0.0/0"], as E2B documents). "Internet" means any
  * name, and any address outside the forbidden set, over TCP. A deny entry
  * 0.0.0.0/0 turns the internet default off for names too, so the DNS proxy
- * then answers only names an allow entry lists.
+ * then answers only names an allow entry lists; an allow entry 0.0.0.0/0
+ * (E2B's ALL_TRAFFIC, no ports) turns it on. Under the allowlist ceiling a
+ * 0.0.0.0/0 allow entry counts for nothing: it would be the internet.
  *
  * Names vs addresses: DNS answers only names (policy_check_name()); CIDR
  * allow entries let the guest connect to those addresses by IP

@@ -332,6 +332,16 @@ static void test_ceiling(void **state)
     env.ceiling = POLICY_CEILING_INTERNET;
     assert_int_equal(policy_check_name(p, &env, "other.test", 0), POLICY_ALLOW_INTERNET);
     policy_free(p);
+
+    /* allowOut ALL_TRAFFIC is the internet, names included; the allowlist ceiling caps it */
+    p = e2b("{\"allow_internet_access\": false, \"network\": {\"allowOut\": [\"0.0.0.0/0\"]}}");
+    assert_int_equal(policy_check_name(p, &env, "any.test", 0), POLICY_ALLOW_INTERNET);
+    assert_int_equal(addr(p, &env, "1.1.1.2", 80), POLICY_ALLOW_CIDR);
+    env.ceiling = POLICY_CEILING_ALLOWLIST;
+    assert_int_equal(policy_check_name(p, &env, "any.test", 0), POLICY_DENY_CEILING);
+    assert_false(policy_reason_allows(addr(p, &env, "1.1.1.2", 80)));
+    assert_false(policy_reason_allows(name_addr(p, &env, "any.test", "1.1.1.2", 80)));
+    policy_free(p);
 }
 
 static void expect_native_error(const char *text, const char *message)
