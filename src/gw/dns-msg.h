@@ -184,7 +184,8 @@ uint32_t dns_reply_min_ttl(const struct dns_reply *reply);
  * Walks the CNAME chain from the reply's question name (at most
  * DNS_CHAIN_MAX hops) and calls fn for every record on it, in chain order:
  * each CNAME, then the A/AAAA records owned by the end of the chain whose
- * type is the question's. This is what the proxy records as "resolved for
+ * type is the question's. A chain that comes back to a name it passed, or
+ * is longer than DNS_CHAIN_MAX, yields its CNAMEs and no addresses. This is what the proxy records as "resolved for
  * this name" and what dns_build_reply() keeps.
  */
 void dns_reply_foreach_chain(const struct dns_reply *reply,
@@ -216,8 +217,10 @@ ssize_t dns_build_error(const struct dns_query *q, uint8_t rcode, uint8_t *buf, 
  * otherwise), and only the records dns_reply_foreach_chain() visits, each
  * TTL clamped to [ttl_min, ttl_max]. Owner names are compressed to the
  * question or the CNAME target they follow. When the records do not fit in
- * size bytes, the ones that fit are kept and TC is set. Returns the length
- * or a negative enum dns_error.
+ * size bytes (or number more than DNS_ANSWERS_MAX, so that the answer
+ * always re-parses whole), the ones that fit are kept and TC is set. r must
+ * answer q's question (-DNS_E_ARGS otherwise). Returns the length or a
+ * negative enum dns_error.
  */
 ssize_t dns_build_reply(const struct dns_query *q, const struct dns_reply *r, uint32_t ttl_min,
                         uint32_t ttl_max, uint8_t *buf, size_t size);
