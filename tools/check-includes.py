@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the include graph of src/ against the layering (docs/style.md, the brief):
 
-    src/basic  ->  src/shared  ->  src/{api,node,agent,cli}
+    src/basic  ->  src/shared  ->  src/{api,node,agent,cli,gw}
 
 basic includes only basic; shared includes basic and shared; a program includes
 basic, shared and its own directory, never another program's. Includes are
@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 LAYERS = {"basic": 0, "shared": 1}
-PROGRAMS = ("api", "node", "agent", "cli")
+PROGRAMS = ("api", "node", "agent", "cli", "gw")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
 
 

@@ -1,0 +1,597 @@
+/*
+ * Unit tests for the egress policy model: entry syntax, both JSON shapes,
+ * precedence, wildcards, CIDR edges, ports, the forbidden set, the
+ * ceiling and the test net.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <arpa/inet.h>
+#include <cmocka.h>
+
+#include "basic/macro.h"
+#include "gw/policy.h"
+
+static const struct policy_env env_internet = { .ceiling = POLICY_CEILING_INTERNET };
+
+static struct policy *native(const char *text)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    struct policy *p = NULL;
+    struct policy_error err = {};
+    int r;
+
+    assert_non_null(j);
+    r = policy_parse_native(j, &p, &err);
+    if (r < 0) {
+        fail_msg("unexpected error for %s: %s", text, err.message);
+    }
+    json_decref(j);
+    return p;
+}
+
+/* Parses an E2B create body {allow_internet_access?, network?}. */
+static int e2b_create(const char *text, struct policy **ret, struct policy_error *err)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    int r;
+
+    assert_non_null(j);
+    r = policy_parse_e2b(json_object_get(j, "network"), json_object_get(j, "allow_internet_access"),
+                         false, ret, err);
+    json_decref(j);
+    return r;
+}
+
+static struct policy *e2b(const char *text)
+{
+    struct policy *p = NULL;
+    struct policy_error err = {};
+
+    if (e2b_create(text, &p, &err) < 0) {
+        fail_msg("unexpected error for %s: %s", text, err.message);
+    }
+    return p;
+}
+
+static enum policy_reason addr(const struct policy *p, const struct policy_env *env,
+                               const char *ip, uint16_t port)
+{
+    struct in_addr a;
+
+    assert_int_equal(inet_pton(AF_INET, ip, &a), 1);
+    return policy_check_addr(p, env, AF_INET, &a, port);
+}
+
+static enum policy_reason name_addr(const struct policy *p, const struct policy_env *env,
+                                    const char *name, const char *ip, uint16_t port)
+{
+    struct in_addr a;
+
+    assert_int_equal(inet_pton(AF_INET, ip, &a), 1);
+    return policy_check_name_addr(p, env, name, AF_INET, &a, port);
+}
+
+static void test_native_default_deny(void **state)
+{
+    struct policy *p = native("{}");
+    struct policy_env test = env_internet;
+
+    assert_int_equal(policy_check_name(p, &env_internet, "example.com", 0), POLICY_DENY_DEFAULT);
+    policy_free(p);
+    assert_int_equal(policy_parse_native(NULL, &p, NULL), 0);
+    assert_int_equal(policy_check_name(p, &env_internet, "example.com", 443), POLICY_DENY_DEFAULT);
+    assert_int_equal(policy_env_set_test_net(&test, "198.18.0.0/15"), 0);
+    assert_int_equal(addr(p, &test, "198.18.0.1", 80), POLICY_DENY_DEFAULT);
+    policy_free(p);
+
+    p = native("{\"internet\": true}");
+    assert_int_equal(policy_check_name(p, &env_internet, "example.com", 0), POLICY_ALLOW_INTERNET);
+    assert_int_equal(addr(p, &env_internet, "8.8.8.8", 443), POLICY_ALLOW_INTERNET);
+    assert_int_equal(addr(p, &test, "198.18.0.1", 80), POLICY_ALLOW_INTERNET);
+    policy_free(p);
+}
+
+static void test_e2b_defaults(void **state)
+{
+    struct policy *p;
+    json_t *j;
+
+    /* absent = true, as the SDKs send */
+    p = e2b("{}");
+    assert_int_equal(policy_check_name(p, &env_internet, "pypi.org", 0), POLICY_ALLOW_INTERNET);
+    j = policy_e2b_allow_internet(p);
+    assert_true(json_is_null(j));
+    json_decref(j);
+    policy_free(p);
+
+    p = e2b("{\"allow_internet_access\": true}");
+    assert_int_equal(addr(p, &env_internet, "1.1.1.1", 443), POLICY_ALLOW_INTERNET);
+    j = policy_e2b_allow_internet(p);
+    assert_true(json_is_true(j));
+    json_decref(j);
+    policy_free(p);
+
+    /* false = denyOut 0.0.0.0/0 */
+    p = e2b("{\"allow_internet_access\": false}");
+    assert_int_equal(policy_check_name(p, &env_internet, "pypi.org", 0), POLICY_DENY_DEFAULT);
+    assert_int_equal(addr(p, &env_internet, "1.1.1.1", 443), POLICY_DENY_DEFAULT);
+    j = policy_e2b_allow_internet(p);
+    assert_true(json_is_false(j));
+    json_decref(j);
+    policy_free(p);
+
+    /* false, but allowOut still lets the listed name and address through */
+    p = e2b("{\"allow_internet_access\": false, \"network\": {\"allowOut\": [\"pypi.org\", "
+            "\"1.1.1.0/24\"]}}");
+    assert_int_equal(policy_check_name(p, &env_internet, "pypi.org", 0), POLICY_ALLOW_NAME);
+    assert_int_equal(policy_check_name(p, &env_internet, "files.pypi.org", 0), POLICY_DENY_DEFAULT);
+    assert_int_equal(addr(p, &env_internet, "1.1.1.1", 443), POLICY_ALLOW_CIDR);
+    assert_int_equal(addr(p, &env_internet, "1.1.2.1", 443), POLICY_DENY_DEFAULT);
+    policy_free(p);
+}
+
+static void test_precedence(void **state)
+{
+    /* The SDK's allow-list idiom: denyOut ALL_TRAFFIC plus allowOut. */
+    struct policy *p = e2b("{\"network\": {\"allowOut\": [\"allowed.test\", \"8.8.8.8\"], "
+                           "\"denyOut\": [\"0.0.0.0/0\"]}}");
+
+    assert_int_equal(policy_check_name(p, &env_internet, "allowed.test", 0), POLICY_ALLOW_NAME);
+    /* A 0.0.0.0/0 deny turns the internet default off for names too. */
+    assert_int_equal(policy_check_name(p, &env_internet, "other.test", 0), POLICY_DENY_DEFAULT);
+    /* allow wins over deny, for names and addresses */
+    assert_int_equal(name_addr(p, &env_internet, "allowed.test", "1.2.3.4", 443), POLICY_ALLOW_NAME);
+    assert_int_equal(addr(p, &env_internet, "8.8.8.8", 53), POLICY_ALLOW_CIDR);
+    assert_int_equal(addr(p, &env_internet, "8.8.4.4", 443), POLICY_DENY_CIDR);
+    assert_int_equal(name_addr(p, &env_internet, "other.test", "1.2.3.4", 443), POLICY_DENY_CIDR);
+    policy_free(p);
+
+    /* internet with one range denied */
+    p = e2b("{\"network\": {\"denyOut\": [\"1.2.3.0/24\"]}}");
+    assert_int_equal(policy_check_name(p, &env_internet, "any.test", 0), POLICY_ALLOW_INTERNET);
+    assert_int_equal(name_addr(p, &env_internet, "any.test", "1.2.3.4", 443), POLICY_DENY_CIDR);
+    assert_int_equal(name_addr(p, &env_internet, "any.test", "1.2.4.4", 443), POLICY_ALLOW_INTERNET);
+    policy_free(p);
+
+    /* native deny by name; an allow entry still wins over it */
+    p = native("{\"internet\": true, \"deny\": [\"*.evil.test\", \"evil.test\"], "
+               "\"allow\": [\"ok.evil.test\"]}");
+    assert_int_equal(policy_check_name(p, &env_internet, "evil.test", 0), POLICY_DENY_NAME);
+    assert_int_equal(policy_check_name(p, &env_internet, "a.evil.test", 0), POLICY_DENY_NAME);
+    assert_int_equal(policy_check_name(p, &env_internet, "ok.evil.test", 0), POLICY_ALLOW_NAME);
+    assert_int_equal(policy_check_name(p, &env_internet, "good.test", 0), POLICY_ALLOW_INTERNET);
+    assert_int_equal(name_addr(p, &env_internet, "a.evil.test", "1.1.1.1", 443), POLICY_DENY_NAME);
+    policy_free(p);
+}
+
+static void test_wildcards(void **state)
+{
+    struct policy *p = native("{\"allow\": [\"*.example.com\", \"Exact.Test.\"]}");
+
+    assert_int_equal(policy_check_name(p, &env_internet, "www.example.com", 0), POLICY_ALLOW_NAME);
+    assert_int_equal(policy_check_name(p, &env_internet, "a.b.c.example.com", 0), POLICY_ALLOW_NAME);
+    /* not the apex, not a name that merely ends the same */
+    assert_int_equal(policy_check_name(p, &env_internet, "example.com", 0), POLICY_DENY_DEFAULT);
+    assert_int_equal(policy_check_name(p, &env_internet, "badexample.com", 0), POLICY_DENY_DEFAULT);
+    assert_int_equal(policy_check_name(p, &env_internet, "example.com.evil", 0), POLICY_DENY_DEFAULT);
+    /* exact entries are normalised: lowercase, trailing dot dropped */
+    assert_int_equal(policy_check_name(p, &env_internet, "exact.test", 0), POLICY_ALLOW_NAME);
+    assert_int_equal(policy_check_name(p, &env_internet, "www.exact.test", 0), POLICY_DENY_DEFAULT);
+    /* checks take normalised names only */
+    assert_int_equal(policy_check_name(p, &env_internet, "Exact.test", 0), POLICY_DENY_BAD_NAME);
+    assert_int_equal(policy_check_name(p, &env_internet, "exact.test.", 0), POLICY_DENY_BAD_NAME);
+    assert_int_equal(policy_check_name(p, &env_internet, "", 0), POLICY_DENY_BAD_NAME);
+    assert_int_equal(policy_check_name(p, &env_internet, NULL, 0), POLICY_DENY_BAD_NAME);
+    policy_free(p);
+}
+
+static void test_cidr_edges(void **state)
+{
+    struct policy *p = native("{\"allow\": [\"203.0.113.128/25\", \"8.8.8.8\", \"1.0.0.0/31\", "
+                              "\"9.9.9.9/0\"], \"deny\": [\"9.0.0.0/8\"]}");
+    struct policy_env test = env_internet;
+    char nbuf[64];
+
+    (void)nbuf;
+    /* /0 allow covers everything public; the forbidden set still applies */
+    assert_int_equal(addr(p, &env_internet, "9.1.1.1", 80), POLICY_ALLOW_CIDR);
+    assert_int_equal(addr(p, &env_internet, "10.0.0.1", 80), POLICY_DENY_FORBIDDEN);
+    policy_free(p);
+
+    p = native("{\"allow\": [\"1.2.3.128/25\", \"8.8.8.8\", \"1.0.0.0/31\"]}");
+    assert_int_equal(addr(p, &env_internet, "1.2.3.127", 80), POLICY_DENY_DEFAULT);
+    assert_int_equal(addr(p, &env_internet, "1.2.3.128", 80), POLICY_ALLOW_CIDR);
+    assert_int_equal(addr(p, &env_internet, "1.2.3.255", 80), POLICY_ALLOW_CIDR);
+    assert_int_equal(addr(p, &env_internet, "1.2.4.0", 80), POLICY_DENY_DEFAULT);
+    assert_int_equal(addr(p, &env_internet, "8.8.8.8", 80), POLICY_ALLOW_CIDR);
+    assert_int_equal(addr(p, &env_internet, "8.8.8.9", 80), POLICY_DENY_DEFAULT);
+    assert_int_equal(addr(p, &env_internet, "1.0.0.1", 80), POLICY_ALLOW_CIDR);
+    assert_int_equal(addr(p, &env_internet, "1.0.0.2", 80), POLICY_DENY_DEFAULT);
+    policy_free(p);
+
+    /* host bits are cleared */
+    p = native("{\"allow\": [\"198.18.1.1/15\"]}");
+    assert_int_equal(policy_env_set_test_net(&test, "198.18.0.0/15"), 0);
+    assert_int_equal(addr(p, &test, "198.19.255.255", 80), POLICY_ALLOW_CIDR);
+    assert_int_equal(addr(p, &test, "198.20.0.0", 80), POLICY_DENY_DEFAULT);
+    /* without the test net, 198.18/15 is forbidden like any benchmark range */
+    assert_int_equal(addr(p, &env_internet, "198.18.0.1", 80), POLICY_DENY_FORBIDDEN);
+    policy_free(p);
+}
+
+static void test_ports(void **state)
+{
+    struct policy *p = native("{\"allow\": [\"api.test:443\", \"web.test:80,443,8000-8100\", "
+                              "\"1.1.1.1:53\", \"[2001:db8::1]:443\"]}");
+
+    assert_int_equal(name_addr(p, &env_internet, "api.test", "1.2.3.4", 443), POLICY_ALLOW_NAME);
+    assert_int_equal(name_addr(p, &env_internet, "api.test", "1.2.3.4", 80), POLICY_DENY_PORT);
+    /* DNS has no port: the name resolves, the connection is checked later */
+    assert_int_equal(policy_check_name(p, &env_internet, "api.test", 0), POLICY_ALLOW_NAME);
+    assert_int_equal(policy_check_name(p, &env_internet, "api.test", 22), POLICY_DENY_PORT);
+    assert_int_equal(name_addr(p, &env_internet, "web.test", "1.2.3.4", 8000), POLICY_ALLOW_NAME);
+    assert_int_equal(name_addr(p, &env_internet, "web.test", "1.2.3.4", 8100), POLICY_ALLOW_NAME);
+    assert_int_equal(name_addr(p, &env_internet, "web.test", "1.2.3.4", 8101), POLICY_DENY_PORT);
+    assert_int_equal(name_addr(p, &env_internet, "web.test", "1.2.3.4", 7999), POLICY_DENY_PORT);
+    assert_int_equal(addr(p, &env_internet, "1.1.1.1", 53), POLICY_ALLOW_CIDR);
+    assert_int_equal(addr(p, &env_internet, "1.1.1.1", 853), POLICY_DENY_PORT);
+    policy_free(p);
+}
+
+static void test_forbidden(void **state)
+{
+    static const char *const bad[] = {
+        "0.0.0.0",       "0.255.255.255", "10.0.0.1",       "10.255.255.255", "100.64.0.1",
+        "100.127.255.1", "127.0.0.1",     "127.255.255.254", "169.254.169.254", "169.254.0.1",
+        "172.16.0.1",    "172.31.255.255", "192.0.0.8",     "192.0.2.1",      "192.168.1.1",
+        "198.18.0.1",    "198.19.255.255", "198.51.100.1",  "203.0.113.5",    "224.0.0.1",
+        "239.255.255.250", "240.0.0.1",    "255.255.255.255",
+    };
+    static const char *const good[] = { "1.1.1.1",   "8.8.8.8",     "100.63.255.255", "100.128.0.0",
+                                        "172.15.255.255", "172.32.0.0", "192.167.255.255",
+                                        "198.17.255.255", "198.20.0.0", "223.255.255.255" };
+    struct policy *p = native("{\"internet\": true, \"allow\": [\"0.0.0.0/0\"]}");
+    struct policy_env test = env_internet;
+
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        assert_int_equal(addr(p, &env_internet, bad[i], 80), POLICY_DENY_FORBIDDEN);
+        /* a name resolving there (DNS rebinding) is no way around it */
+        assert_int_equal(name_addr(p, &env_internet, "x.test", bad[i], 80), POLICY_DENY_FORBIDDEN);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+        assert_int_not_equal(addr(p, &env_internet, good[i], 80), POLICY_DENY_FORBIDDEN);
+    }
+    /* the test net opens only itself */
+    assert_int_equal(policy_env_set_test_net(&test, "198.18.0.0/16"), 0);
+    assert_int_equal(addr(p, &test, "198.18.5.5", 80), POLICY_ALLOW_CIDR);
+    assert_int_equal(addr(p, &test, "198.19.5.5", 80), POLICY_DENY_FORBIDDEN);
+    assert_int_equal(addr(p, &test, "169.254.169.254", 80), POLICY_DENY_FORBIDDEN);
+    /* IPv6 is never allowed */
+    {
+        struct in6_addr a6;
+
+        assert_int_equal(inet_pton(AF_INET6, "2001:db8::1", &a6), 1);
+        assert_int_equal(policy_check_addr(p, &env_internet, AF_INET6, &a6, 443), POLICY_DENY_IPV6);
+        assert_int_equal(policy_check_name_addr(p, &env_internet, "x.test", AF_INET6, &a6, 443),
+                         POLICY_DENY_IPV6);
+    }
+    policy_free(p);
+}
+
+static void test_test_net(void **state)
+{
+    struct policy_env env = {};
+
+    assert_int_equal(policy_env_set_test_net(&env, "198.18.0.0/15"), 0);
+    assert_int_equal(policy_env_set_test_net(&env, "198.19.0.0/24"), 0);
+    assert_int_equal(policy_env_set_test_net(&env, "192.0.2.0/24"), 0);
+    assert_int_equal(policy_env_set_test_net(&env, "203.0.113.0/25"), 0);
+    assert_int_equal(policy_env_set_test_net(&env, "198.51.100.7"), 0);
+    /* never private, loopback, link-local, or wider than its block */
+    assert_int_equal(policy_env_set_test_net(&env, "10.0.0.0/8"), -EINVAL);
+    assert_int_equal(policy_env_set_test_net(&env, "127.0.0.0/8"), -EINVAL);
+    assert_int_equal(policy_env_set_test_net(&env, "169.254.0.0/16"), -EINVAL);
+    assert_int_equal(policy_env_set_test_net(&env, "192.168.0.0/16"), -EINVAL);
+    assert_int_equal(policy_env_set_test_net(&env, "198.16.0.0/13"), -EINVAL);
+    assert_int_equal(policy_env_set_test_net(&env, "0.0.0.0/0"), -EINVAL);
+    assert_int_equal(policy_env_set_test_net(&env, "198.18.0.0/33"), -EINVAL);
+    assert_int_equal(policy_env_set_test_net(&env, "junk"), -EINVAL);
+    assert_int_equal(policy_env_set_test_net(&env, NULL), -EINVAL);
+}
+
+static void test_ceiling(void **state)
+{
+    struct policy *p = native("{\"internet\": true, \"allow\": [\"ok.test\", \"1.1.1.1\"]}");
+    struct policy_env env = {};
+    enum policy_ceiling c;
+
+    assert_int_equal(policy_ceiling_from_string("deny", &c), 0);
+    assert_int_equal(c, POLICY_CEILING_DENY);
+    assert_int_equal(policy_ceiling_from_string("allowlist", &c), 0);
+    assert_int_equal(c, POLICY_CEILING_ALLOWLIST);
+    assert_int_equal(policy_ceiling_from_string("internet", &c), 0);
+    assert_int_equal(c, POLICY_CEILING_INTERNET);
+    assert_int_equal(policy_ceiling_from_string("Internet", &c), -EINVAL);
+    assert_int_equal(policy_ceiling_from_string(NULL, &c), -EINVAL);
+    assert_string_equal(policy_ceiling_to_string(POLICY_CEILING_ALLOWLIST), "allowlist");
+
+    env.ceiling = POLICY_CEILING_DENY;
+    assert_int_equal(policy_check_name(p, &env, "ok.test", 0), POLICY_DENY_CEILING);
+    assert_int_equal(addr(p, &env, "1.1.1.1", 80), POLICY_DENY_CEILING);
+    assert_int_equal(name_addr(p, &env, "ok.test", "1.1.1.1", 80), POLICY_DENY_CEILING);
+
+    env.ceiling = POLICY_CEILING_ALLOWLIST;
+    assert_int_equal(policy_check_name(p, &env, "ok.test", 0), POLICY_ALLOW_NAME);
+    assert_int_equal(policy_check_name(p, &env, "other.test", 0), POLICY_DENY_CEILING);
+    assert_int_equal(addr(p, &env, "1.1.1.1", 80), POLICY_ALLOW_CIDR);
+    assert_int_equal(addr(p, &env, "1.1.1.2", 80), POLICY_DENY_CEILING);
+
+    env.ceiling = POLICY_CEILING_INTERNET;
+    assert_int_equal(policy_check_name(p, &env, "other.test", 0), POLICY_ALLOW_INTERNET);
+    policy_free(p);
+
+    /* allowOut ALL_TRAFFIC is the internet, names included; the allowlist ceiling caps it */
+    p = e2b("{\"allow_internet_access\": false, \"network\": {\"allowOut\": [\"0.0.0.0/0\"]}}");
+    assert_int_equal(policy_check_name(p, &env, "any.test", 0), POLICY_ALLOW_INTERNET);
+    assert_int_equal(addr(p, &env, "1.1.1.2", 80), POLICY_ALLOW_CIDR);
+    env.ceiling = POLICY_CEILING_ALLOWLIST;
+    assert_int_equal(policy_check_name(p, &env, "any.test", 0), POLICY_DENY_CEILING);
+    assert_false(policy_reason_allows(addr(p, &env, "1.1.1.2", 80)));
+    assert_false(policy_reason_allows(name_addr(p, &env, "any.test", "1.1.1.2", 80)));
+    policy_free(p);
+}
+
+static void expect_native_error(const char *text, const char *message)
+{
+    json_t *j = json_loads(text, JSON_ALLOW_NUL, NULL);
+    struct policy *p = NULL;
+    struct policy_error err = {};
+
+    assert_non_null(j);
+    assert_int_equal(policy_parse_native(j, &p, &err), -EINVAL);
+    assert_null(p);
+    assert_string_equal(err.message, message);
+    json_decref(j);
+}
+
+static void expect_e2b_error(const char *text, int error, const char *message)
+{
+    struct policy *p = NULL;
+    struct policy_error err = {};
+
+    assert_int_equal(e2b_create(text, &p, &err), error);
+    assert_null(p);
+    assert_string_equal(err.message, message);
+}
+
+static void test_invalid_entries(void **state)
+{
+    char big[600];
+
+    expect_native_error("[]", "network policy must be an object");
+    expect_native_error("{\"internet\": 1}", "internet: must be a boolean");
+    expect_native_error("{\"allow\": \"a.test\"}", "allow: must be an array of strings");
+    expect_native_error("{\"allow\": [1]}", "allow[0]: must be a string");
+    expect_native_error("{\"colour\": []}", "colour: unknown field");
+    expect_native_error("{\"allow\": [\"ok.test\", \"\"]}", "allow[1]: \"\": empty entry");
+    expect_native_error("{\"allow\": [\"a..b\"]}", "allow[0]: \"a..b\": empty label in host name");
+    expect_native_error("{\"allow\": [\".a\"]}", "allow[0]: \".a\": empty label in host name");
+    expect_native_error("{\"allow\": [\"a b.test\"]}",
+                        "allow[0]: \"a b.test\": invalid character in host name");
+    expect_native_error("{\"allow\": [\"*\"]}",
+                        "allow[0]: \"*\": a wildcard must be \"*.\" followed by a name");
+    expect_native_error("{\"allow\": [\"*example.com\"]}",
+                        "allow[0]: \"*example.com\": a wildcard must be \"*.\" followed by a name");
+    expect_native_error("{\"allow\": [\"a.*.example.com\"]}",
+                        "allow[0]: \"a.*.example.com\": invalid character in host name");
+    expect_native_error("{\"allow\": [\"*.*.com\"]}",
+                        "allow[0]: \"*.*.com\": invalid character in host name");
+    expect_native_error("{\"deny\": [\"1.2.3\"]}", "deny[0]: \"1.2.3\": invalid IPv4 address or CIDR");
+    expect_native_error("{\"deny\": [\"1.2.3.4/33\"]}",
+                        "deny[0]: \"1.2.3.4/33\": invalid IPv4 address or CIDR");
+    expect_native_error("{\"deny\": [\"1.2.3.4/\"]}",
+                        "deny[0]: \"1.2.3.4/\": invalid IPv4 address or CIDR");
+    expect_native_error("{\"deny\": [\"1.2.3.4/08\"]}",
+                        "deny[0]: \"1.2.3.4/08\": invalid IPv4 address or CIDR");
+    expect_native_error("{\"deny\": [\"01.2.3.4\"]}",
+                        "deny[0]: \"01.2.3.4\": invalid IPv4 address or CIDR");
+    expect_native_error("{\"deny\": [\"256.1.1.1\"]}",
+                        "deny[0]: \"256.1.1.1\": invalid IPv4 address or CIDR");
+    expect_native_error("{\"deny\": [\"2001:db8::/129\"]}",
+                        "deny[0]: \"2001:db8::/129\": invalid IPv6 address or CIDR");
+    expect_native_error("{\"deny\": [\"[1.2.3.4]:80\"]}",
+                        "deny[0]: \"[1.2.3.4]:80\": brackets are for IPv6 addresses");
+    expect_native_error("{\"deny\": [\"[::1\"]}", "deny[0]: \"[::1\": unbalanced brackets");
+    expect_native_error("{\"allow\": [\"a.test:\"]}", "allow[0]: \"a.test:\": invalid port list");
+    expect_native_error("{\"allow\": [\"a.test:0\"]}",
+                        "allow[0]: \"a.test:0\": port out of range (1-65535, low-high)");
+    expect_native_error("{\"allow\": [\"a.test:65536\"]}",
+                        "allow[0]: \"a.test:65536\": port out of range (1-65535, low-high)");
+    expect_native_error("{\"allow\": [\"a.test:90-80\"]}",
+                        "allow[0]: \"a.test:90-80\": port out of range (1-65535, low-high)");
+    expect_native_error("{\"allow\": [\"a.test:80,\"]}", "allow[0]: \"a.test:80,\": invalid port list");
+    expect_native_error("{\"allow\": [\"a.test:+80\"]}", "allow[0]: \"a.test:+80\": invalid port list");
+    expect_native_error("{\"allow\": [\"a.test:1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\"]}",
+                        "allow[0]: \"a.test:1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\": "
+                        "more than 16 port ranges");
+    expect_native_error("{\"allow\": [\"a.test\\u0000.evil\"]}",
+                        "allow[0]: \"a.test\": NUL byte in entry");
+
+    /* one label of 64 */
+    memset(big, 'a', 64);
+    snprintf(big + 64, sizeof(big) - 64, ".test");
+    {
+        char text[700], msg[800];
+
+        snprintf(text, sizeof(text), "{\"allow\": [\"%s\"]}", big);
+        snprintf(msg, sizeof(msg), "allow[0]: \"%s\": label longer than 63 bytes in host name", big);
+        expect_native_error(text, msg);
+        /* a 254-byte name */
+        memset(big, 'a', 254);
+        for (int i = 63; i < 254; i += 64) {
+            big[i] = '.';
+        }
+        big[254] = '\0';
+        snprintf(text, sizeof(text), "{\"allow\": [\"%s\"]}", big);
+        snprintf(msg, sizeof(msg), "allow[0]: \"%s\": host name longer than 253 bytes", big);
+        expect_native_error(text, msg);
+    }
+
+    /* E2B shape */
+    expect_e2b_error("{\"network\": {\"denyOut\": [\"evil.test\"]}}", -EINVAL,
+                     "denyOut[0]: \"evil.test\": host names are not supported here (use an IP "
+                     "address or CIDR)");
+    expect_e2b_error("{\"network\": {\"allowOut\": [\"ok.test\", 7]}}", -EINVAL,
+                     "allowOut[1]: must be a string");
+    expect_e2b_error("{\"network\": {\"rules\": {\"api.test\": []}}}", -EOPNOTSUPP,
+                     "network.rules: not supported by this server");
+    expect_e2b_error("{\"network\": {\"egressProxy\": {\"address\": \"x:1\"}}}", -EOPNOTSUPP,
+                     "network.egressProxy: not supported by this server");
+    expect_e2b_error("{\"network\": {\"allowout\": []}}", -EINVAL, "network.allowout: unknown field");
+    expect_e2b_error("{\"network\": []}", -EINVAL, "network: must be an object");
+    expect_e2b_error("{\"allow_internet_access\": \"yes\"}", -EINVAL,
+                     "allow_internet_access: must be a boolean");
+    /* a create body's ingress settings are the caller's, and pass here */
+    {
+        struct policy *p = e2b("{\"network\": {\"allowPublicTraffic\": false, \"httpsPorts\": [8443],"
+                               " \"maskRequestHost\": \"x\", \"rules\": null}}");
+        policy_free(p);
+    }
+}
+
+static void test_too_many(void **state)
+{
+    json_t *arr = json_array(), *o;
+    struct policy *p = NULL;
+    struct policy_error err = {};
+
+    for (int i = 0; i <= POLICY_ENTRIES_MAX; i++) {
+        json_array_append_new(arr, json_string("a.test"));
+    }
+    o = json_pack("{s:o}", "allow", arr);
+    assert_int_equal(policy_parse_native(o, &p, &err), -EINVAL);
+    assert_string_equal(err.message, "allow: more than 256 entries");
+    json_array_remove(arr, 0);
+    assert_int_equal(policy_parse_native(o, &p, &err), 0);
+    policy_free(p);
+    json_decref(o);
+}
+
+static void test_put_body(void **state)
+{
+    json_t *j = json_loads("{\"allowOut\": [\"ok.test\"], \"allow_internet_access\": false}", 0, NULL);
+    struct policy *p = NULL;
+    struct policy_error err = {};
+    json_t *b;
+
+    assert_int_equal(policy_parse_e2b(j, NULL, true, &p, &err), 0);
+    assert_int_equal(policy_check_name(p, &env_internet, "other.test", 0), POLICY_DENY_DEFAULT);
+    assert_int_equal(policy_check_name(p, &env_internet, "ok.test", 0), POLICY_ALLOW_NAME);
+    b = policy_e2b_allow_internet(p);
+    assert_true(json_is_false(b));
+    json_decref(b);
+    policy_free(p);
+    json_decref(j);
+
+    /* a PUT body is not a create body: no ingress settings */
+    j = json_loads("{\"httpsPorts\": [443]}", 0, NULL);
+    assert_int_equal(policy_parse_e2b(j, NULL, true, &p, &err), -EINVAL);
+    assert_string_equal(err.message, "network.httpsPorts: unknown field");
+    json_decref(j);
+    /* and allow_internet_access is not a network field on create */
+    expect_e2b_error("{\"network\": {\"allow_internet_access\": true}}", -EINVAL,
+                     "network.allow_internet_access: unknown field");
+}
+
+static void test_render(void **state)
+{
+    struct policy *p = e2b("{\"allow_internet_access\": false, \"network\": {\"allowOut\": "
+                           "[\"*.Example.COM\", \"8.8.8.8\", \"198.18.1.1/15\", \"a.test:80,8000-8100\","
+                           " \"2001:DB8::/32\", \"[2001:db8::1]:443\"], \"denyOut\": [\"0.0.0.0/0\"]}}");
+    json_t *n = policy_to_e2b_network(p), *nat, *again;
+    char *s = json_dumps(n, JSON_COMPACT | JSON_SORT_KEYS);
+    struct policy *p2 = NULL;
+    struct policy_error err = {};
+
+    assert_string_equal(s, "{\"allowOut\":[\"*.example.com\",\"8.8.8.8\",\"198.18.0.0/15\","
+                           "\"a.test:80,8000-8100\",\"2001:db8::/32\",\"[2001:db8::1]:443\"],"
+                           "\"denyOut\":[\"0.0.0.0/0\"]}");
+    free(s);
+    /* what getInfo renders parses back to the same thing */
+    assert_int_equal(policy_parse_e2b(n, NULL, false, &p2, &err), 0);
+    again = policy_to_e2b_network(p2);
+    assert_true(json_equal(n, again));
+    json_decref(again);
+    policy_free(p2);
+    json_decref(n);
+
+    nat = policy_to_native(p);
+    s = json_dumps(nat, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(s, "{\"allow\":[\"*.example.com\",\"8.8.8.8\",\"198.18.0.0/15\","
+                           "\"a.test:80,8000-8100\",\"2001:db8::/32\",\"[2001:db8::1]:443\"],"
+                           "\"deny\":[\"0.0.0.0/0\"],\"internet\":false}");
+    free(s);
+    assert_int_equal(policy_parse_native(nat, &p2, &err), 0);
+    again = policy_to_native(p2);
+    assert_true(json_equal(nat, again));
+    json_decref(again);
+    json_decref(nat);
+    policy_free(p2);
+    policy_free(p);
+
+    /* only the lists that were given */
+    p = e2b("{}");
+    n = policy_to_e2b_network(p);
+    assert_int_equal(json_object_size(n), 0);
+    json_decref(n);
+    policy_free(p);
+}
+
+static void test_reason_str(void **state)
+{
+    for (int r = 0; r < _POLICY_REASON_MAX; r++) {
+        assert_string_not_equal(policy_reason_str((enum policy_reason)r), "unknown");
+        assert_true(policy_reason_allows((enum policy_reason)r) == (r < _POLICY_ALLOW_MAX));
+    }
+    assert_string_equal(policy_reason_str(POLICY_DENY_FORBIDDEN), "deny-forbidden");
+    assert_string_equal(policy_reason_str(_POLICY_REASON_MAX), "unknown");
+}
+
+static void test_normalize(void **state)
+{
+    char out[POLICY_NAME_MAX + 1];
+
+    assert_int_equal(policy_normalize_name("WWW.Example.com.", out), 0);
+    assert_string_equal(out, "www.example.com");
+    assert_int_equal(policy_normalize_name("_srv.a-b.test", out), 0);
+    assert_int_equal(policy_normalize_name("a..b", out), -EINVAL);
+    assert_int_equal(policy_normalize_name(".", out), -EINVAL);
+    assert_int_equal(policy_normalize_name("a.b..", out), -EINVAL);
+    assert_int_equal(policy_normalize_name("a/b", out), -EINVAL);
+    assert_int_equal(policy_normalize_name(NULL, out), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_native_default_deny),
+        cmocka_unit_test(test_e2b_defaults),
+        cmocka_unit_test(test_precedence),
+        cmocka_unit_test(test_wildcards),
+        cmocka_unit_test(test_cidr_edges),
+        cmocka_unit_test(test_ports),
+        cmocka_unit_test(test_forbidden),
+        cmocka_unit_test(test_test_net),
+        cmocka_unit_test(test_ceiling),
+        cmocka_unit_test(test_invalid_entries),
+        cmocka_unit_test(test_too_many),
+        cmocka_unit_test(test_put_body),
+        cmocka_unit_test(test_render),
+        cmocka_unit_test(test_reason_str),
+        cmocka_unit_test(test_normalize),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
