@@ -81,7 +81,9 @@ def sandbox(plat):
     assert r.status_code == 201, r.text
     sb = r.json()
     yield sb
-    e2b(plat, "DELETE", f"/sandboxes/{sb['sandboxID']}")
+    # The native API waits for the kill to finish, so nothing is left when the platform stops.
+    status, _ = plat.admin("DELETE", f"/v1/sandboxes/{sb['sandboxID']}?wait=true")
+    assert status == 204
 
 
 def test_key_file(plat):
@@ -135,3 +137,23 @@ def test_restart_and_other_key(plat, sandbox):
     assert r.status_code == 200 and r.json()["envdAccessToken"] == token
     assert ingress(plat, sid, "/envs", token)[0] == 200
     assert ingress(plat, sid, "/envs", "wrong")[0] == 401
+
+
+def test_node_record_private(plat, sandbox):
+    """The node keeps the token too (to call the agent after a re-attach): root-only files."""
+    token = sandbox["envdAccessToken"]
+    base = os.path.join(plat.node.data, "instances")
+    assert stat.S_IMODE(os.stat(base).st_mode) == 0o700
+    found = 0
+    for iid in os.listdir(base):
+        path = os.path.join(base, iid, "instance.json")
+        if not os.path.exists(path):
+            continue
+        with open(path, "rb") as f:
+            if token.encode() not in f.read():
+                continue
+        found += 1
+        for p in (path, os.path.dirname(path)):
+            st = os.stat(p)
+            assert st.st_uid == 0 and stat.S_IMODE(st.st_mode) & 0o077 == 0, (p, oct(st.st_mode))
+    assert found == 1
