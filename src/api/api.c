@@ -26,6 +26,7 @@
 #include "api/lifecycle.h"
 #include "api/manager.h"
 #include "api/routes.h"
+#include "api/secretbox.h"
 #include "basic/fd-util.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
@@ -36,6 +37,7 @@
 
 static const char *arg_data_dir = "/var/lib/space";
 static const char *arg_store = NULL;
+static const char *arg_store_key = NULL; /* NULL: DATA/store.key, created on first start */
 static const char *arg_listen = "127.0.0.1:3000";
 static const char *arg_socket = "/run/space/api.sock";
 static const char *arg_node_socket = "/run/space/node.sock";
@@ -61,6 +63,9 @@ static void help(void)
     printf("usage: space-api [options]\n"
            "  --data-dir DIR          default SQLite location (default %s)\n"
            "  --store URL             sqlite:PATH or postgresql://... (default sqlite:DATA/space.db)\n"
+           "  --store-key FILE        key sealing tokens in the store, 32 bytes, 0600; must exist\n"
+           "                          (default DATA/store.key, created on first start; replicas\n"
+           "                          on one PostgreSQL need the same file)\n"
            "  --listen IP:PORT        REST API for API-key clients (default %s)\n"
            "  --socket PATH           local admin socket for the CLI (default %s)\n"
            "  --node-socket PATH      space-node's API (default %s)\n"
@@ -81,6 +86,7 @@ static int parse_args(int argc, char **argv)
     static const struct option opts[] = {
         { "data-dir", required_argument, NULL, 'd' },
         { "store", required_argument, NULL, 'S' },
+        { "store-key", required_argument, NULL, 'K' },
         { "listen", required_argument, NULL, 'l' },
         { "socket", required_argument, NULL, 's' },
         { "node-socket", required_argument, NULL, 'n' },
@@ -105,6 +111,9 @@ static int parse_args(int argc, char **argv)
             break;
         case 'S':
             arg_store = optarg;
+            break;
+        case 'K':
+            arg_store_key = optarg;
             break;
         case 'l':
             arg_listen = optarg;
@@ -234,6 +243,44 @@ static void restrict_store_files(const char *data_dir, const char *store)
     }
 }
 
+/*
+ * The key sealing envd access tokens in the store (store.h, secretbox.h, docs/security.md
+ * "Tokens at rest"). It never enters the database: DATA/store.key by default, made on first
+ * start; an explicit --store-key must exist, so a replica given the wrong path fails instead of
+ * quietly making a key of its own.
+ */
+static char key_id[SECRETBOX_KEY_ID_LEN + 1], other_key[SECRETBOX_KEY_ID_LEN + 1];
+
+static int load_store_key(struct store *s)
+{
+    struct secretbox_key key;
+    char path[PATH_MAX];
+    int r;
+
+    if (arg_store_key) {
+        r = snprintf(path, sizeof(path), "%s", arg_store_key) < (int)sizeof(path) ? 0 : -1;
+    } else {
+        (void)mkdir_p(arg_data_dir, 0700);
+        r = snprintf(path, sizeof(path), "%s/store.key", arg_data_dir) < (int)sizeof(path) ? 0
+                                                                                          : -1;
+    }
+    if (r < 0) {
+        return log_error_errno(-ENAMETOOLONG, "store key path too long");
+    }
+    r = secretbox_key_load(path, !arg_store_key, &key);
+    if (r < 0) {
+        return log_error_errno(r, "cannot load store key '%s' (32 bytes, mode 0600): %m", path);
+    }
+    memcpy(key_id, key.id, sizeof(key_id));
+    r = store_set_token_key(s, &key);
+    secretbox_key_wipe(&key);
+    if (r < 0) {
+        return log_error_errno(r, "cannot set store key: %m");
+    }
+    log_debug("store key %s (id %s)", path, key_id);
+    return 0;
+}
+
 /* The ingress asks who a sandbox is, once per connection: a single-row store read. */
 static int ingress_lookup(void *userdata, const char *sandbox_id, struct ingress_target *ret)
 {
@@ -306,9 +353,20 @@ int main(int argc, char **argv)
         log_error_errno(r, "cannot open store '%s': %m", arg_store);
         return 1;
     }
+    r = load_store_key(m.store);
+    if (r < 0) {
+        goto out;
+    }
     r = store_migrate(m.store);
     if (r < 0) {
         log_error_errno(r, "cannot migrate store: %m");
+        goto out;
+    }
+    r = store_token_key_check(m.store, other_key);
+    if (r < 0) {
+        log_error_errno(r, "the store holds tokens sealed with key %s, not with this "
+                        "--store-key (%s): replicas on one store need the same key file",
+                        other_key, key_id);
         goto out;
     }
     if (arg_bootstrap_key) {

@@ -24,6 +24,7 @@
 #include "api/store.h"
 
 struct strbuf;
+struct secretbox_key;
 
 /*
  * The head of every driver's object. in_transaction is maintained by the
@@ -35,6 +36,7 @@ struct store {
     const struct store_driver *driver;
     bool in_transaction;
     char *claim_sql;
+    struct secretbox_key *token_key; /* store_set_token_key(); NULL until set */
 };
 
 enum store_param_type {
@@ -83,6 +85,8 @@ struct store_migration {
 /* Generated from migrations/NNNN-*.sql by migrations/embed.py, ordered by version. */
 extern const struct store_migration store_migrations[];
 extern const size_t store_migrations_n;
+/* store_migrate() up to and including version (tests: a database as an older release left it). */
+int store_migrate_until(struct store *s, int64_t version);
 
 /*
  * Appends the dialect's test "the metadata object has key $key_param with

@@ -40,6 +40,12 @@
  * transaction. A failed store_commit() leaves no transaction open;
  * store_rollback() outside a transaction is a no-op.
  *
+ * Envd access tokens are sealed here, on the way in and out (store.h,
+ * secretbox.h): insert and update_fields seal sb->envd_access_token with the
+ * row's id as associated data into envd_access_token_sealed; get and list
+ * open it again. Callers and drivers never see the sealed form, the
+ * database never sees the plaintext.
+ *
  * Migrations run in version order, each in its own transaction that first
  * takes the driver's migration lock (PostgreSQL: an advisory lock,
  * so several space-api replicas starting together apply each migration
@@ -55,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/secretbox.h"
 #include "api/store-internal.h"
 #include "basic/log.h"
 #include "basic/macro.h"
@@ -64,12 +71,12 @@
 /* Column order shared by every statement that reads or writes whole rows. */
 #define SANDBOX_COLUMNS                                                                            \
     "id, template_id, alias, client_id, state, desired_state, node_id, metadata, env, "            \
-    "envd_access_token, error, vcpus, memory_mb, disk_mb, created_at, updated_at, end_at"
+    "envd_access_token_sealed, error, vcpus, memory_mb, disk_mb, created_at, updated_at, end_at"
 /* The same columns one by one, for column-level updates: entry i is bit i of
  * enum store_sandbox_field and parameter i + 2 of the whole-row statements. */
 static const char *const sandbox_field_columns[] = {
     "template_id", "alias",     "client_id",  "state",   "desired_state", "node_id",
-    "metadata",    "env",       "envd_access_token", "error", "vcpus",     "memory_mb",
+    "metadata",    "env",       "envd_access_token_sealed", "error", "vcpus", "memory_mb",
     "disk_mb",     "created_at", "updated_at", "end_at",
 };
 #define OPERATION_COLUMNS                                                                          \
@@ -338,6 +345,9 @@ void store_sandbox_release(struct store_sandbox *sb)
     free(sb->node_id);
     free(sb->metadata_json);
     free(sb->env_json);
+    if (sb->envd_access_token) {
+        explicit_bzero(sb->envd_access_token, strlen(sb->envd_access_token));
+    }
     free(sb->envd_access_token);
     free(sb->error);
     *sb = (struct store_sandbox){ 0 };
@@ -396,7 +406,9 @@ void store_api_key_list_free(struct store_api_key *list, size_t n)
 
 /* ---- rows: parameters (column order of the *_COLUMNS lists) ---- */
 
-static void sandbox_params(const struct store_sandbox *sb, struct store_param *ret)
+/* sealed_token: sb->envd_access_token as token_seal() sealed it (the column holds only that). */
+static void sandbox_params(const struct store_sandbox *sb, const char *sealed_token,
+                           struct store_param *ret)
 {
     const struct store_param p[STORE_SANDBOX_N_PARAMS] = {
         STORE_PARAM_TEXT(sb->id),
@@ -408,7 +420,7 @@ static void sandbox_params(const struct store_sandbox *sb, struct store_param *r
         STORE_PARAM_TEXT(sb->node_id),
         STORE_PARAM_TEXT(sb->metadata_json ? sb->metadata_json : "{}"),
         STORE_PARAM_TEXT(sb->env_json ? sb->env_json : "{}"),
-        STORE_PARAM_TEXT(sb->envd_access_token),
+        STORE_PARAM_TEXT(sealed_token),
         STORE_PARAM_TEXT(sb->error),
         STORE_PARAM_INT(sb->vcpus),
         STORE_PARAM_INT(sb->memory_mb),
@@ -909,6 +921,235 @@ static int get_all(struct store *s, const char *sql, bool stable_sql,
     return r;
 }
 
+/* ---- envd access tokens at rest (store.h, secretbox.h) ---- */
+
+/* The associated data of a sealed token: its column and row, so a sealed value copied into
+ * another sandbox's row (or another column, later) does not open there. */
+#define TOKEN_AAD_PREFIX "sandboxes.envd_access_token:"
+
+static char *token_aad(const char *id)
+{
+    char *aad = NULL;
+
+    return asprintf(&aad, TOKEN_AAD_PREFIX "%s", id) < 0 ? NULL : aad;
+}
+
+/* *ret: token sealed for row id, NULL when token is NULL. */
+static int token_seal(struct store *s, const char *id, const char *token, char **ret)
+{
+    char *aad;
+    int r;
+
+    *ret = NULL;
+    if (!token) {
+        return 0;
+    }
+    if (!s->token_key) {
+        return -ENOKEY;
+    }
+    aad = token_aad(id);
+    if (!aad) {
+        return -ENOMEM;
+    }
+    r = secretbox_seal(s->token_key, aad, token, ret);
+    free(aad);
+    return r;
+}
+
+/* A row was read with the sealed text in envd_access_token: replaces it by the plaintext. */
+static int token_open_row(struct store *s, struct store_sandbox *sb)
+{
+    char *aad, *plain = NULL;
+    int r;
+
+    if (!sb->envd_access_token) {
+        return 0;
+    }
+    if (!s->token_key) {
+        r = -ENOKEY;
+    } else if (!(aad = token_aad(sb->id))) {
+        return -ENOMEM;
+    } else {
+        r = secretbox_open(s->token_key, aad, sb->envd_access_token, &plain);
+        free(aad);
+        if (r == -ENOMEM) {
+            return r;
+        }
+    }
+    free(sb->envd_access_token);
+    sb->envd_access_token = plain;
+    if (r < 0) {
+        /* A killed sandbox's token opens nothing any more: read it as none. */
+        if (sb->state && strcmp(sb->state, "killed") == 0) {
+            return 0;
+        }
+        log_warning_errno(r, "store: cannot open the envd access token of sandbox %s: %m",
+                          sb->id);
+    }
+    return r;
+}
+
+static int token_open_rows(struct store *s, struct store_sandbox *rows, size_t n)
+{
+    int r;
+
+    for (size_t i = 0; i < n; i++) {
+        r = token_open_row(s, &rows[i]);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+int store_set_token_key(struct store *s, const struct secretbox_key *key)
+{
+    if (!s || !key) {
+        return -EINVAL;
+    }
+    if (!s->token_key) {
+        s->token_key = malloc(sizeof(*s->token_key));
+        if (!s->token_key) {
+            return -ENOMEM;
+        }
+    }
+    *s->token_key = *key;
+    return 0;
+}
+
+/* Row callback for a single text column; userdata is a char ** that gets a copy. */
+static int row_text(const struct store_value *cols, size_t n_cols, void *userdata)
+{
+    char **ret = userdata;
+
+    if (n_cols != 1 || cols[0].is_null || *ret) {
+        return -EIO;
+    }
+    *ret = strdup(cols[0].text);
+    return *ret ? 0 : -ENOMEM;
+}
+
+int store_token_key_check(struct store *s, char *ret_other)
+{
+    static const char sql[] = "SELECT envd_access_token_sealed FROM sandboxes "
+                              "WHERE state <> 'killed' AND envd_access_token_sealed IS NOT NULL "
+                              "AND substr(envd_access_token_sealed, 4, 16) <> $1 LIMIT 1";
+    char *other = NULL, id[SECRETBOX_KEY_ID_LEN + 1] = "";
+    int r;
+
+    if (!s) {
+        return -EINVAL;
+    }
+    if (!s->token_key) {
+        return -ENOKEY;
+    }
+    const struct store_param p[] = { STORE_PARAM_TEXT(s->token_key->id) };
+    r = run(s, sql, false, p, ARRAY_SIZE(p), row_text, &other, NULL);
+    if (r < 0 || !other) {
+        return r;
+    }
+    (void)secretbox_sealed_key_id(other, id);
+    free(other);
+    if (ret_other) {
+        memcpy(ret_other, id, sizeof(id));
+    }
+    return -EKEYREJECTED;
+}
+
+/* (id, token) pairs: the plaintext tokens an older release left. */
+struct legacy_tokens {
+    char **ids, **tokens;
+    size_t n, alloc;
+};
+
+static int legacy_token_add(const struct store_value *cols, size_t n_cols, void *userdata)
+{
+    struct legacy_tokens *l = userdata;
+
+    if (n_cols != 2 || cols[0].is_null || cols[1].is_null) {
+        return -EIO;
+    }
+    if (l->n == l->alloc) {
+        size_t alloc = l->alloc ? l->alloc * 2 : 16;
+        char **ids = reallocarray(l->ids, alloc, sizeof(*ids));
+
+        if (!ids) {
+            return -ENOMEM;
+        }
+        l->ids = ids;
+        char **tokens = reallocarray(l->tokens, alloc, sizeof(*tokens));
+        if (!tokens) {
+            return -ENOMEM;
+        }
+        l->tokens = tokens;
+        l->alloc = alloc;
+    }
+    l->ids[l->n] = strdup(cols[0].text);
+    l->tokens[l->n] = strdup(cols[1].text);
+    if (!l->ids[l->n] || !l->tokens[l->n]) {
+        free(l->ids[l->n]);
+        free(l->tokens[l->n]);
+        return -ENOMEM;
+    }
+    l->n++;
+    return 0;
+}
+
+/*
+ * After migration 3's script, inside its transaction: killed rows lose their
+ * token (no use to anyone), every other plaintext token is sealed into
+ * envd_access_token_sealed and its plaintext cleared. Needs the key only if
+ * there is something to seal, so a fresh database migrates without one.
+ */
+static int seal_legacy_tokens(struct store *s)
+{
+    static const char sql_drop_killed[] =
+        "UPDATE sandboxes SET envd_access_token = NULL WHERE state = 'killed'";
+    static const char sql_select[] = "SELECT id, envd_access_token FROM sandboxes "
+                                     "WHERE envd_access_token IS NOT NULL ORDER BY id";
+    static const char sql_seal[] = "UPDATE sandboxes SET envd_access_token_sealed = $2, "
+                                   "envd_access_token = NULL WHERE id = $1";
+    struct legacy_tokens l = { 0 };
+    int r;
+
+    r = run(s, sql_drop_killed, false, NULL, 0, NULL, NULL, NULL);
+    if (r >= 0) {
+        r = run(s, sql_select, false, NULL, 0, legacy_token_add, &l, NULL);
+    }
+    for (size_t i = 0; r >= 0 && i < l.n; i++) {
+        char *sealed = NULL;
+
+        r = token_seal(s, l.ids[i], l.tokens[i], &sealed);
+        if (r >= 0) {
+            const struct store_param p[] = { STORE_PARAM_TEXT(l.ids[i]),
+                                             STORE_PARAM_TEXT(sealed) };
+            r = run(s, sql_seal, false, p, ARRAY_SIZE(p), NULL, NULL, NULL);
+        }
+        free(sealed);
+    }
+    if (r == -ENOKEY) {
+        log_error("store: %zu plaintext envd access tokens to seal, and no key", l.n);
+    } else if (r >= 0 && l.n > 0) {
+        log_info("store: sealed %zu envd access tokens left in plaintext", l.n);
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        explicit_bzero(l.tokens[i], strlen(l.tokens[i]));
+        free(l.tokens[i]);
+        free(l.ids[i]);
+    }
+    free(l.tokens);
+    free(l.ids);
+    return r;
+}
+
+/* Code that runs after a migration's script, in its transaction: what SQL cannot do. */
+static const struct {
+    int64_t version;
+    int (*after)(struct store *s);
+} migration_steps[] = {
+    { 3, seal_legacy_tokens },
+};
+
 /* ---- open, close, transactions, migrations ---- */
 
 static bool startswith(const char *s, const char *prefix)
@@ -951,6 +1192,9 @@ struct store *store_close(struct store *s)
     if (s) {
         free(s->claim_sql);
         s->claim_sql = NULL;
+        secretbox_key_wipe(s->token_key);
+        free(s->token_key);
+        s->token_key = NULL;
         s->driver->close(s);
     }
     return NULL;
@@ -1037,6 +1281,11 @@ static int migrate_one(struct store *s, const struct store_migration *m)
                                               STORE_PARAM_INT((int64_t)now_realtime()) };
 
         r = s->driver->exec_script(s, m->sql);
+        for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(migration_steps); i++) {
+            if (migration_steps[i].version == m->version) {
+                r = migration_steps[i].after(s);
+            }
+        }
         if (r < 0) {
             log_debug("store: migration %s failed", m->name);
             goto fail;
@@ -1061,6 +1310,11 @@ fail:
 
 int store_migrate(struct store *s)
 {
+    return store_migrate_until(s, INT64_MAX);
+}
+
+int store_migrate_until(struct store *s, int64_t version)
+{
     int r;
 
     if (!s) {
@@ -1070,7 +1324,7 @@ int store_migrate(struct store *s)
     if (s->in_transaction) {
         return -EBUSY;
     }
-    for (size_t i = 0; i < store_migrations_n; i++) {
+    for (size_t i = 0; i < store_migrations_n && store_migrations[i].version <= version; i++) {
         r = migrate_one(s, &store_migrations[i]);
         if (r < 0) {
             return r;
@@ -1084,6 +1338,7 @@ int store_migrate(struct store *s)
 int store_sandbox_insert(struct store *s, const struct store_sandbox *sb)
 {
     struct store_param p[STORE_SANDBOX_N_PARAMS];
+    char *sealed = NULL;
     int r;
 
     if (!s || !sb) {
@@ -1093,8 +1348,14 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb)
     if (r < 0) {
         return r;
     }
-    sandbox_params(sb, p);
-    return change_one(s, sql_sandbox_insert, true, p, ARRAY_SIZE(p), -EEXIST);
+    r = token_seal(s, sb->id, sb->envd_access_token, &sealed);
+    if (r < 0) {
+        return r;
+    }
+    sandbox_params(sb, sealed, p);
+    r = change_one(s, sql_sandbox_insert, true, p, ARRAY_SIZE(p), -EEXIST);
+    free(sealed);
+    return r;
 }
 
 int store_sandbox_update(struct store *s, const struct store_sandbox *sb)
@@ -1112,7 +1373,7 @@ int store_sandbox_update_fields(struct store *s, const struct store_sandbox *sb,
     struct store_param all[STORE_SANDBOX_N_PARAMS], p[STORE_SANDBOX_N_PARAMS];
     struct strbuf sql = STRBUF_INIT;
     size_t n = 0;
-    char *text = NULL;
+    char *text = NULL, *sealed = NULL;
     int r;
 
     static_assert(ARRAY_SIZE(sandbox_field_columns) + 1 == STORE_SANDBOX_N_PARAMS,
@@ -1124,7 +1385,13 @@ int store_sandbox_update_fields(struct store *s, const struct store_sandbox *sb,
     if (r < 0) {
         return r;
     }
-    sandbox_params(sb, all);
+    if (fields & STORE_SANDBOX_ENVD_ACCESS_TOKEN) {
+        r = token_seal(s, sb->id, sb->envd_access_token, &sealed);
+        if (r < 0) {
+            return r;
+        }
+    }
+    sandbox_params(sb, sealed, all);
     p[n++] = all[0];
     r = strbuf_appends(&sql, "UPDATE sandboxes SET ");
     for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(sandbox_field_columns); i++) {
@@ -1139,14 +1406,13 @@ int store_sandbox_update_fields(struct store *s, const struct store_sandbox *sb,
     }
     if (r < 0) {
         strbuf_release(&sql);
+        free(sealed);
         return r;
     }
     text = strbuf_detach(&sql, NULL);
-    if (!text) {
-        return -ENOMEM;
-    }
-    r = change_one(s, text, false, p, n, -ENOENT);
+    r = text ? change_one(s, text, false, p, n, -ENOENT) : -ENOMEM;
     free(text);
+    free(sealed);
     return r;
 }
 
@@ -1192,7 +1458,18 @@ int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *ret
     if (!s || !ret || !text_ok(id, true)) {
         return -EINVAL;
     }
-    return get_one(s, sql_sandbox_get, p, ARRAY_SIZE(p), store_rows_init_sandbox, ret);
+    struct store_sandbox sb = { 0 };
+    int r = get_one(s, sql_sandbox_get, p, ARRAY_SIZE(p), store_rows_init_sandbox, &sb);
+
+    if (r >= 0) {
+        r = token_open_row(s, &sb);
+    }
+    if (r < 0) {
+        store_sandbox_release(&sb);
+        return r;
+    }
+    *ret = sb;
+    return 0;
 }
 
 int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
@@ -1202,6 +1479,7 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
     struct store_int64_row cursor = { 0 };
     struct store_query q = { 0 };
     void *items = NULL;
+    size_t n = 0;
     int r;
 
     if (!s || !ret || !ret_n) {
@@ -1228,9 +1506,15 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
         return r;
     }
     /* The text depends on the filter: not kept prepared. */
-    r = get_all(s, q.sql, false, q.params, q.n_params, store_rows_init_sandbox, &items, ret_n);
+    r = get_all(s, q.sql, false, q.params, q.n_params, store_rows_init_sandbox, &items, &n);
     if (r >= 0) {
-        *ret = items;
+        r = token_open_rows(s, items, n);
+        if (r < 0) {
+            store_sandbox_list_free(items, n);
+        } else {
+            *ret = items;
+            *ret_n = n;
+        }
     }
     store_query_release(&q);
     return r;

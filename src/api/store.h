@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 struct store;
+struct secretbox_key;
 
 /*
  * A sandbox as the control plane knows it: what was asked (desired_state)
@@ -37,7 +38,7 @@ struct store_sandbox {
     char *node_id;         /* may be NULL until placed */
     char *metadata_json;   /* object, "{}" when none */
     char *env_json;        /* object, "{}" when none */
-    char *envd_access_token; /* may be NULL */
+    char *envd_access_token; /* may be NULL; plaintext here, sealed at rest (store_set_token_key) */
     char *error;           /* may be NULL */
     int64_t vcpus;
     int64_t memory_mb;
@@ -121,6 +122,24 @@ int store_open(const char *url, struct store **ret);
 struct store *store_close(struct store *s);
 /* Applies every migration not yet applied, each in its own transaction. Idempotent. */
 int store_migrate(struct store *s);
+/*
+ * Envd access tokens are handed back (E2B connect) and so cannot be hashed: the store keeps
+ * them sealed (secretbox.h, AES-256-GCM, the sandbox id as associated data) in
+ * sandboxes.envd_access_token_sealed and seals/opens them itself, so callers see plaintext in
+ * struct store_sandbox and the database never does. The key is copied; set it before
+ * store_migrate() (migration 3 seals the plaintext tokens an older release left). Without a
+ * key, writing or reading a row that has a token is -ENOKEY. Reading a token sealed under
+ * another key is -EKEYREJECTED and a damaged one -EBADMSG, except in rows whose state is
+ * "killed": their token is no use to anyone and reads as NULL, so a lost key never makes
+ * history unreadable.
+ */
+int store_set_token_key(struct store *s, const struct secretbox_key *key);
+/*
+ * -EKEYREJECTED (and the key id found in *ret_other, 17 bytes, when ret_other is set) if a
+ * live row (state not "killed") holds a token sealed under another key than the one set:
+ * replicas on one PostgreSQL started with different --store-key files. 0 otherwise.
+ */
+int store_token_key_check(struct store *s, char *ret_other);
 /* "sqlite" or "postgresql". */
 const char *store_kind(const struct store *s);
 

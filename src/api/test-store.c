@@ -27,6 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api/secretbox.h"
+#include "api/store-internal.h"
 #include "api/store.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
@@ -50,6 +52,23 @@ struct fixture {
 };
 
 /* ---- fixtures ---- */
+
+/* Every fixture's store seals tokens under this key (secretbox.h). */
+static void test_key(uint8_t fill, struct secretbox_key *ret)
+{
+    uint8_t bytes[SECRETBOX_KEY_LEN];
+
+    memset(bytes, fill, sizeof(bytes));
+    secretbox_key_from_bytes(bytes, ret);
+}
+
+static void set_test_key(struct store *s, uint8_t fill)
+{
+    struct secretbox_key key;
+
+    test_key(fill, &key);
+    assert_int_equal(store_set_token_key(s, &key), 0);
+}
 
 static void pg_admin_exec(const char *sql)
 {
@@ -87,6 +106,7 @@ static int fixture_open(void **state, bool migrate)
         assert_int_equal(store_open(pg_url, &fx->store), 0);
         assert_string_equal(store_kind(fx->store), "postgresql");
     }
+    set_test_key(fx->store, 0x42);
     if (migrate) {
         assert_int_equal(store_migrate(fx->store), 0);
     }
@@ -225,6 +245,252 @@ static struct store_api_key api_key(const char *id, const char *hash, int64_t cr
 }
 
 /* ---- tests ---- */
+
+/* ---- envd access tokens at rest ---- */
+
+/* Reopens the fixture's database (same file or schema) as a new store, without a key. */
+static struct store *reopen(void **state)
+{
+    struct fixture *fx = *state;
+    struct store *s = NULL;
+    char url[4200];
+
+    if (backend == BACKEND_SQLITE) {
+        snprintf(url, sizeof(url), "sqlite:%s/%s", tmpdir, fx->name);
+        assert_int_equal(store_open(url, &s), 0);
+    } else {
+        assert_int_equal(store_open(pg_url, &s), 0); /* PGOPTIONS still names the schema */
+    }
+    return s;
+}
+
+struct raw_text {
+    char *text;
+    bool found;
+};
+
+static int raw_text_row(const struct store_value *cols, size_t n_cols, void *userdata)
+{
+    struct raw_text *t = userdata;
+
+    assert_int_equal(n_cols, 1);
+    t->found = true;
+    t->text = cols[0].is_null ? NULL : strdup(cols[0].text);
+    return 0;
+}
+
+/* One text value from the database itself, bypassing the verbs. */
+static int raw_select(struct store *s, const char *sql, const char *id, char **ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id) };
+    struct raw_text t = { 0 };
+    int r = s->driver->run(s, sql, false, p, 1, raw_text_row, &t, NULL);
+
+    *ret = t.text;
+    return r < 0 ? r : t.found ? 0 : -ENOENT;
+}
+
+static int raw_exec(struct store *s, const char *sql, const struct store_param *p, size_t n)
+{
+    return s->driver->run(s, sql, false, p, n, NULL, NULL, NULL);
+}
+
+/* Whether the bytes of needle occur anywhere in the file (SQLite: the database and its -wal). */
+static bool file_contains(const char *path, const char *needle)
+{
+    char *data = NULL;
+    size_t len = 0;
+    bool found;
+
+    if (read_file(path, 64 << 20, &data, &len) < 0) {
+        return false;
+    }
+    found = memmem(data, len, needle, strlen(needle)) != NULL;
+    free(data);
+    return found;
+}
+
+static void test_store_token_sealed_at_rest(void **state)
+{
+    static const char token[] = "tok-0123456789abcdef-at-rest";
+    struct store *s = S(state);
+    struct store_sandbox sb = sandbox("sb00000000000000000a", 100, "running"), got = { 0 };
+    char *raw = NULL;
+
+    sb.envd_access_token = (char *)token;
+    assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    assert_int_equal(raw_select(s, "SELECT envd_access_token_sealed FROM sandboxes WHERE id = $1",
+                                sb.id, &raw),
+                     0);
+    assert_non_null(raw);
+    assert_true(strncmp(raw, "v1.", 3) == 0);
+    assert_null(strstr(raw, token));
+    free(raw);
+    /* The plaintext column is gone (migration 4). */
+    assert_int_equal(raw_select(s, "SELECT envd_access_token FROM sandboxes WHERE id = $1",
+                                sb.id, &raw),
+                     -EIO);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    assert_string_equal(got.envd_access_token, token);
+    store_sandbox_release(&got);
+
+    /* A column update seals too, and clearing the token clears the column. */
+    sb.envd_access_token = "tok-second-value-0123456789";
+    assert_int_equal(store_sandbox_update_fields(s, &sb, STORE_SANDBOX_ENVD_ACCESS_TOKEN), 0);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    assert_string_equal(got.envd_access_token, "tok-second-value-0123456789");
+    store_sandbox_release(&got);
+    sb.envd_access_token = NULL;
+    assert_int_equal(store_sandbox_update(s, &sb), 0);
+    assert_int_equal(raw_select(s, "SELECT envd_access_token_sealed FROM sandboxes WHERE id = $1",
+                                sb.id, &raw),
+                     0);
+    assert_null(raw);
+    assert_int_equal(store_token_key_check(s, NULL), 0);
+
+    if (backend == BACKEND_SQLITE) {
+        struct fixture *fx = *state;
+        char path[4200];
+
+        snprintf(path, sizeof(path), "%s/%s", tmpdir, fx->name);
+        assert_false(file_contains(path, token));
+        snprintf(path, sizeof(path), "%s/%s-wal", tmpdir, fx->name);
+        assert_false(file_contains(path, token));
+        assert_false(file_contains(path, "tok-second-value-0123456789"));
+    }
+}
+
+static void test_store_token_swapped_rows(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox a = sandbox("sb00000000000000000a", 100, "running");
+    struct store_sandbox b = sandbox("sb00000000000000000b", 101, "running"), got = { 0 };
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+    char *raw = NULL;
+
+    a.envd_access_token = "token-of-a";
+    b.envd_access_token = "token-of-b";
+    assert_int_equal(store_sandbox_insert(s, &a), 0);
+    assert_int_equal(store_sandbox_insert(s, &b), 0);
+    /* Someone with write access to the database copies a's sealed token into b's row. */
+    assert_int_equal(raw_select(s, "SELECT envd_access_token_sealed FROM sandboxes WHERE id = $1",
+                                a.id, &raw),
+                     0);
+    const struct store_param p[] = { STORE_PARAM_TEXT(b.id), STORE_PARAM_TEXT(raw) };
+    assert_int_equal(
+        raw_exec(s, "UPDATE sandboxes SET envd_access_token_sealed = $2 WHERE id = $1", p, 2), 0);
+    free(raw);
+    assert_int_equal(store_sandbox_get(s, b.id, &got), -EBADMSG);
+    assert_null(got.id);
+    assert_int_equal(store_sandbox_list(s, NULL, &list, &n), -EBADMSG);
+    assert_null(list);
+    assert_int_equal(store_sandbox_get(s, a.id, &got), 0);
+    assert_string_equal(got.envd_access_token, "token-of-a");
+    store_sandbox_release(&got);
+
+    /* Garbage in the column: an error, never a crash. */
+    static const char *const junk[] = { "", "v1.", "v1.0123456789abcdef.", "v1.zz", "plain",
+                                        "v1.0123456789abcdef.!!!!", "v2.x.y" };
+    for (size_t i = 0; i < ARRAY_SIZE(junk); i++) {
+        const struct store_param q[] = { STORE_PARAM_TEXT(b.id), STORE_PARAM_TEXT(junk[i]) };
+
+        assert_int_equal(
+            raw_exec(s, "UPDATE sandboxes SET envd_access_token_sealed = $2 WHERE id = $1", q, 2),
+            0);
+        int r = store_sandbox_get(s, b.id, &got);
+        assert_true(r == -EBADMSG || r == -EKEYREJECTED);
+    }
+    /* Once the sandbox is killed a bad token reads as none: history stays readable. */
+    assert_int_equal(store_sandbox_set_state(s, b.id, "killed", NULL, 200), 0);
+    assert_int_equal(store_sandbox_get(s, b.id, &got), 0);
+    assert_null(got.envd_access_token);
+    store_sandbox_release(&got);
+}
+
+static void test_store_token_wrong_key(void **state)
+{
+    struct store *s = S(state), *t = NULL;
+    struct store_sandbox sb = sandbox("sb00000000000000000a", 100, "running"), got = { 0 };
+    struct store_sandbox bare = sandbox("sb00000000000000000b", 101, "running");
+    struct secretbox_key key;
+    char other[SECRETBOX_KEY_ID_LEN + 1] = "";
+
+    assert_int_equal(store_sandbox_insert(s, &sb), 0);
+
+    /* No key: a token can be neither written nor read; rows without one still work. */
+    t = reopen(state);
+    assert_int_equal(store_sandbox_get(t, sb.id, &got), -ENOKEY);
+    assert_int_equal(store_sandbox_insert(t, &bare), -ENOKEY);
+    bare.envd_access_token = NULL;
+    assert_int_equal(store_sandbox_insert(t, &bare), 0);
+    assert_int_equal(store_token_key_check(t, NULL), -ENOKEY);
+
+    /* Another key: told apart from damage, and the start-up check names it. */
+    set_test_key(t, 0x43);
+    assert_int_equal(store_sandbox_get(t, sb.id, &got), -EKEYREJECTED);
+    assert_int_equal(store_token_key_check(t, other), -EKEYREJECTED);
+    test_key(0x42, &key);
+    assert_string_equal(other, key.id);
+    assert_int_equal(store_token_key_check(s, NULL), 0);
+    t = store_close(t);
+}
+
+static void test_store_token_legacy_plaintext(void **state)
+{
+    struct store *s = S(state), *t = NULL;
+    struct store_sandbox got = { 0 };
+    char *raw = NULL;
+    static const char insert[] =
+        "INSERT INTO sandboxes (id, template_id, client_id, state, desired_state, metadata, env, "
+        "envd_access_token, vcpus, memory_mb, disk_mb, created_at, updated_at, end_at) VALUES "
+        "($1, 'base', 'c', $2, 'running', '{}', '{}', $3, 1, 512, 1024, 1, 1, 0)";
+
+    /* The database as release 2 left it: plaintext tokens, a live and a killed row. */
+    assert_int_equal(store_migrate_until(s, 2), 0);
+    const struct store_param live[] = { STORE_PARAM_TEXT("sb0000000000000000l1"),
+                                        STORE_PARAM_TEXT("running"),
+                                        STORE_PARAM_TEXT("legacy-live-token-xyz") };
+    const struct store_param dead[] = { STORE_PARAM_TEXT("sb0000000000000000k1"),
+                                        STORE_PARAM_TEXT("killed"),
+                                        STORE_PARAM_TEXT("legacy-dead-token-xyz") };
+    assert_int_equal(raw_exec(s, insert, live, 3), 0);
+    assert_int_equal(raw_exec(s, insert, dead, 3), 0);
+
+    /* Without a key there is no sealing them: the migration fails and changes nothing. */
+    t = reopen(state);
+    assert_int_equal(store_migrate(t), -ENOKEY);
+    assert_int_equal(raw_select(t, "SELECT envd_access_token FROM sandboxes WHERE id = $1",
+                                "sb0000000000000000l1", &raw),
+                     0);
+    assert_string_equal(raw, "legacy-live-token-xyz");
+    free(raw);
+    t = store_close(t);
+
+    assert_int_equal(store_migrate(s), 0);
+    assert_int_equal(store_sandbox_get(s, "sb0000000000000000l1", &got), 0);
+    assert_string_equal(got.envd_access_token, "legacy-live-token-xyz");
+    store_sandbox_release(&got);
+    assert_int_equal(store_sandbox_get(s, "sb0000000000000000k1", &got), 0);
+    assert_null(got.envd_access_token);
+    store_sandbox_release(&got);
+    assert_int_equal(raw_select(s, "SELECT envd_access_token_sealed FROM sandboxes WHERE id = $1",
+                                "sb0000000000000000k1", &raw),
+                     0);
+    assert_null(raw);
+    assert_int_equal(store_token_key_check(s, NULL), 0);
+    if (backend == BACKEND_SQLITE) {
+        struct fixture *fx = *state;
+        char path[4200];
+
+        /* secure_delete zeroes what the update freed; the -wal holds what the old pages
+         * were until a checkpoint, so check the database after one. */
+        assert_int_equal(raw_exec(s, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, 0), 0);
+        snprintf(path, sizeof(path), "%s/%s", tmpdir, fx->name);
+        assert_false(file_contains(path, "legacy-live-token-xyz"));
+        assert_false(file_contains(path, "legacy-dead-token-xyz"));
+    }
+}
 
 static void test_store_migrate_idempotent(void **state)
 {
@@ -1296,7 +1562,12 @@ static void test_store_pg_reconnect(void **state)
         cmocka_unit_test_setup_teardown(test_store_api_keys, setup, teardown),                     \
         cmocka_unit_test_setup_teardown(test_store_transactions, setup, teardown),                 \
         cmocka_unit_test_setup_teardown(test_store_strings_roundtrip, setup, teardown),            \
-        cmocka_unit_test_setup_teardown(test_store_bad_input, setup, teardown)
+        cmocka_unit_test_setup_teardown(test_store_bad_input, setup, teardown),                    \
+        cmocka_unit_test_setup_teardown(test_store_token_sealed_at_rest, setup, teardown),         \
+        cmocka_unit_test_setup_teardown(test_store_token_swapped_rows, setup, teardown),           \
+        cmocka_unit_test_setup_teardown(test_store_token_wrong_key, setup, teardown),              \
+        cmocka_unit_test_setup_teardown(test_store_token_legacy_plaintext, setup_unmigrated,       \
+                                        teardown)
 
 static int run_sqlite(void)
 {

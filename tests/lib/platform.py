@@ -196,6 +196,21 @@ def free_port():
     return port
 
 
+def pg_store_key():
+    """The --store-key every test space-api on PostgreSQL shares: made once, 0600."""
+    os.makedirs(DATA_ROOT, exist_ok=True)
+    path = os.path.join(DATA_ROOT, "test-pg-store.key")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path
+    try:
+        os.write(fd, os.urandom(32))
+    finally:
+        os.close(fd)
+    return path
+
+
 class Platform:
     """A real space-node plus a real space-api (own sockets, ports, data dir and store).
 
@@ -230,6 +245,10 @@ class Platform:
         self.key_file = os.path.join(self.data, "default-api-key")
         self.store = store
         self.api_args = list(api_args)
+        if store and store.startswith(("postgresql://", "postgres://")):
+            # Every Platform on the one test PostgreSQL (replicas, and the modules that reuse
+            # its database) must seal tokens under one key (docs/security.md "Tokens at rest").
+            self.api_args = ["--store-key", pg_store_key(), *self.api_args]
         self.api = None
         self.env = dict(self.node.env, SPACE_SOCKET=self.api_socket,
                         SPACE_NODE_SOCKET=self.node.socket, SPACE_API=API)
