@@ -549,8 +549,18 @@ static void up_pump(struct ingress_conn *c)
     conn_touch(c);
     switch (c->up) {
     case UP_HOLD:
-    case UP_NEXT:
         return;
+    case UP_NEXT:
+        /* A pipelined request waits unread (bounded by the read watermark); a client that
+         * went away ends the wait: no further request comes, so the sandbox sees the EOF
+         * (a stream it serves ends) instead of holding the tunnel until it answers. */
+        if (!c->client_eof) {
+            return;
+        }
+        c->keep_alive = false;
+        c->up = UP_DISCARD;
+        evbuffer_drain(in, evbuffer_get_length(in));
+        break;
     case UP_RAW:
         if (evbuffer_add_buffer(out, in) < 0) {
             conn_close(c, "out of memory");
@@ -581,9 +591,10 @@ static void up_pump(struct ingress_conn *c)
             break;
         }
         if (c->keep_alive) {
-            /* What follows is the next request: left unread until this response is done. */
+            /* What follows is the next request: left in the buffer (at most a head's worth
+             * is read) until this response is done; reading goes on so an EOF is seen. */
             c->up = UP_NEXT;
-            bufferevent_disable(c->client, EV_READ);
+            bufferevent_setwatermark(c->client, EV_READ, 0, HTTP1_HEAD_MAX);
             return;
         }
         /* What follows the body is not for the sandbox. */
@@ -665,7 +676,7 @@ static int down_final_head(struct ingress_conn *c, const struct http1_response *
         c->down = DOWN_BODY;
     }
     c->sent_response = true;
-    if (r >= 0 && !c->client_eof && c->up != UP_NEXT) {
+    if (r >= 0 && !c->client_eof) {
         bufferevent_enable(c->client, EV_READ);
     }
     return r;
@@ -907,13 +918,13 @@ static void start_proxy(struct ingress_conn *c)
 
     bufferevent_setcb(c->client, client_read_cb, client_write_cb, client_event_cb, c);
     bufferevent_setcb(c->upstream, upstream_read_cb, upstream_write_cb, upstream_event_cb, c);
-    bufferevent_setwatermark(c->client, EV_READ, 0, 0);
+    bufferevent_setwatermark(c->client, EV_READ, 0, c->up == UP_NEXT ? HTTP1_HEAD_MAX : 0);
     bufferevent_setwatermark(c->upstream, EV_READ, 0, 0);
     bufferevent_setwatermark(c->client, EV_WRITE, INGRESS_HIGH_WATER / 2, 0);
     bufferevent_setwatermark(c->upstream, EV_WRITE, INGRESS_HIGH_WATER / 2, 0);
     bufferevent_enable(c->upstream, EV_READ | EV_WRITE);
     bufferevent_enable(c->client, EV_WRITE);
-    if (c->up != UP_HOLD && c->up != UP_NEXT) {
+    if (c->up != UP_HOLD) {
         bufferevent_enable(c->client, EV_READ);
     }
     conn_touch(c);

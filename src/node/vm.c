@@ -640,7 +640,10 @@ int vm_exec(const struct vm_host *host, const struct vm *vm, const struct vm_exe
     }
     if (s.stream_error) {
         ret->error = TAKE_PTR(s.stream_error);
-        r = s.stream_code == CONNECT_NOT_FOUND || s.stream_code == CONNECT_INVALID_ARGUMENT ||
+        /* The agent ends a Start past its Connect-Timeout-Ms with deadline_exceeded (as
+         * envd does, after killing the process): that is the exec's timeout, not a fault. */
+        r = s.stream_code == CONNECT_DEADLINE_EXCEEDED ? -ETIMEDOUT
+            : s.stream_code == CONNECT_NOT_FOUND || s.stream_code == CONNECT_INVALID_ARGUMENT ||
                     s.stream_code == CONNECT_UNAUTHENTICATED
                 ? -EINVAL
                 : -EIO;
