@@ -8,6 +8,7 @@
 #include "api/controller.h"
 #include "api/routes.h"
 #include "api/sandbox.h"
+#include "basic/fault.h"
 #include "basic/macro.h"
 #include "basic/random-util.h"
 #include "basic/time-util.h"
@@ -95,6 +96,8 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     }
     r = r < 0 ? (store_rollback(m->store), r) : store_commit(m->store);
     if (r >= 0) {
+        /* Rows written, nothing claimed (tests/api/test_api_faults.py). */
+        (void)fault_point("api.create.committed");
         controller_kick(m);
     }
 out:
