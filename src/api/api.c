@@ -459,6 +459,10 @@ out:
     left = drain_jobs(&m);
     /* Frees the leases of what still runs and ends the waits. */
     controller_stop(&m);
+    if (m.base) {
+        /* One pass to write the replies just queued for those waits. */
+        (void)event_base_loop(m.base, EVLOOP_NONBLOCK);
+    }
     if (left > 0) {
         /* Workers blocked on the node (a create runs for minutes under TCG) hold only their
          * job and the loop: leave both to exit(); the sandboxes run on, and the operations

@@ -72,8 +72,9 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     if (r < 0) {
         return r;
     }
-    metadata = json_dumps(p->metadata ? p->metadata : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
-    env = json_dumps(p->env ? p->env : json_object(), JSON_COMPACT);
+    /* An absent map is stored as {} (json_dumps() of an empty object, not leaked). */
+    metadata = p->metadata ? json_dumps(p->metadata, JSON_COMPACT | JSON_SORT_KEYS) : strdup("{}");
+    env = p->env ? json_dumps(p->env, JSON_COMPACT) : strdup("{}");
     if (!metadata || !env) {
         r = -ENOMEM;
         goto out;
