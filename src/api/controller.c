@@ -213,8 +213,8 @@ static bool owner_is_dead_here(const char *owner, const char *self)
     char *end;
     long pid;
 
-    if (!owner || strlen(owner) != 32 || strcmp(owner, self) == 0 ||
-        host_key(host) < 0 || strncmp(owner, host, OWNER_HOST_HEX) != 0) {
+    if (!owner || strlen(owner) != 32 || strcmp(owner, self) == 0 || host_key(host) < 0 ||
+        strncmp(owner, host, OWNER_HOST_HEX) != 0) {
         return false;
     }
     memcpy(pid_hex, owner + OWNER_HOST_HEX, 7);
@@ -250,7 +250,8 @@ static void take_over_dead_leases(struct manager *m)
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        if (ops[i].lease_expires_at <= now || !owner_is_dead_here(ops[i].lease_owner, m->owner_id)) {
+        if (ops[i].lease_expires_at <= now ||
+            !owner_is_dead_here(ops[i].lease_owner, m->owner_id)) {
             continue;
         }
         if (store_operation_renew(m->store, ops[i].id, ops[i].lease_owner, 0) >= 0) {
