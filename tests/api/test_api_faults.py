@@ -134,6 +134,20 @@ def test_api_crash_at_every_create_step(plat, point):
     kill_all(plat, [got])
 
 
+def test_a_failed_insert_is_a_clean_error(plat):
+    """api.create.inserted:fail: the create's transaction rolls back, the caller gets a reason."""
+    plat.stop_api()
+    start_api_with_fault(plat, "api.create.inserted:fail")
+    try:
+        status, res = plat.admin("POST", "/v1/sandboxes", {"template": "base"}, timeout=30)
+        assert status == 500 and "Input/output error" in res["message"], (status, res)
+        assert store_sandboxes(plat) == {}
+        assert node_sandboxes(plat) == []
+    finally:
+        plat.stop_api()
+        plat.start_api()
+
+
 def test_sigterm_with_a_create_in_flight(plat):
     """SIGTERM: space-api stops within 5 s, sandboxes run on, the create finishes on restart.
 
