@@ -57,6 +57,19 @@ static uint32_t arg_request_timeout = 30;
 #define API_FD_RESERVE 256
 /* The public API's share of the rest; the ingress (2 fds a connection) has its own cap. */
 #define API_FD_SHARE 25
+/*
+ * SIGTERM: how long workers get to finish before space-api leaves without
+ * them (issue 7: every daemon stops within 5 s with jobs in flight). A
+ * create can take minutes; what is still running then is the next start's.
+ */
+#define STOP_DRAIN_USEC (2 * USEC_PER_SEC)
+
+/*
+ * The loop of a process that left workers running: they still hand their
+ * completions to it (event_base_once()), so it lives until exit. Held here
+ * so that it is reachable, not leaked.
+ */
+static struct event_base *abandoned_base;
 
 static void help(void)
 {
@@ -309,6 +322,39 @@ static int ingress_lookup(void *userdata, const char *sandbox_id, struct ingress
     return r;
 }
 
+static void drain_timeout_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    bool *expired = userdata;
+    *expired = true;
+}
+
+/*
+ * Lets running workers finish for up to STOP_DRAIN_USEC, with no listener
+ * accepting (their outcomes are recorded and their waiters answered as
+ * usual). Returns the number still running.
+ */
+static unsigned drain_jobs(struct manager *m)
+{
+    struct timeval tv = { .tv_sec = STOP_DRAIN_USEC / USEC_PER_SEC,
+                          .tv_usec = STOP_DRAIN_USEC % USEC_PER_SEC };
+    bool expired = false;
+    struct event *timer;
+
+    if (!m->base || m->jobs == 0) {
+        return 0;
+    }
+    timer = evtimer_new(m->base, drain_timeout_cb, &expired);
+    if (!timer) {
+        return m->jobs;
+    }
+    evtimer_add(timer, &tv);
+    while (m->jobs > 0 && !expired) {
+        event_base_loop(m->base, EVLOOP_ONCE);
+    }
+    event_free(timer);
+    return m->jobs;
+}
+
 static void signal_cb(evutil_socket_t sig, short what, void *userdata)
 {
     struct manager *m = userdata;
@@ -324,6 +370,8 @@ int main(int argc, char **argv)
     int64_t nofile;
     char store_url[PATH_MAX + 16], ip[64];
     uint16_t port;
+    struct evhttp_bound_socket *admin_bound = NULL;
+    unsigned left;
     int fd = -EBADF;
     int r;
 
@@ -422,7 +470,10 @@ int main(int argc, char **argv)
     mode_t old_umask = umask(0022);
     fd = socket_listen_unix(arg_socket, 0600);
     umask(old_umask);
-    if (fd < 0 || !evhttp_accept_socket_with_handle(m.admin_http, fd)) {
+    if (fd >= 0) {
+        admin_bound = evhttp_accept_socket_with_handle(m.admin_http, fd);
+    }
+    if (fd < 0 || !admin_bound) {
         r = log_error_errno(fd < 0 ? fd : -EIO, "cannot listen on '%s': %m", arg_socket);
         goto out;
     }
@@ -455,13 +506,27 @@ int main(int argc, char **argv)
     event_base_dispatch(m.base);
     r = 0;
 out:
-    controller_stop(&m);
-    /* Workers still running hold pointers into m: let them finish before freeing. */
-    while (m.jobs > 0 && m.base) {
-        event_base_loop(m.base, EVLOOP_ONCE);
+    /* Stop taking work first: no new request may start what nobody will finish. */
+    m.stopping = true;
+    api_listener_stop(public_listener);
+    if (admin_bound) {
+        evhttp_del_accept_socket(m.admin_http, admin_bound);
     }
     (void)unlink(arg_socket);
     m.ingress = ingress_free(m.ingress);
+    left = drain_jobs(&m);
+    /* Frees the leases of what still runs and ends the waits. */
+    controller_stop(&m);
+    if (m.base) {
+        /* One pass to write the replies just queued for those waits. */
+        (void)event_base_loop(m.base, EVLOOP_NONBLOCK);
+    }
+    if (left > 0) {
+        /* Workers blocked on the node (a create runs for minutes under TCG) hold only their
+         * job and the loop: leave both to exit(); the sandboxes run on, and the operations
+         * are the next start's (their leases are free). */
+        log_info("leaving %u operation worker(s) running to the next start", left);
+    }
     if (m.sigterm) {
         event_free(m.sigterm);
     }
@@ -476,7 +541,9 @@ out:
     if (m.admin_http) {
         evhttp_free(m.admin_http);
     }
-    if (m.base) {
+    if (m.base && left > 0) {
+        abandoned_base = m.base;
+    } else if (m.base) {
         event_base_free(m.base);
     }
     store_close(m.store);

@@ -6,12 +6,17 @@
 #include "api/controller.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/node-client.h"
 #include "api/operation.h"
 #include "api/sandbox.h"
+#include "basic/fault.h"
+#include "basic/fileio.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/random-util.h"
@@ -82,6 +87,183 @@ static int64_t now_us(void)
     return (int64_t)now_realtime();
 }
 
+/*
+ * A fault point on step of an operation of kind (basic/fault.h), named
+ * "api.<verb>.<step>" ("api.create.claimed"): tests/api/test_api_faults.py
+ * crashes space-api at each.
+ */
+static int op_fault(const char *kind, const char *step)
+{
+    char name[64];
+    const char *verb = kind && strncmp(kind, "sandbox.", 8) == 0 ? kind + 8 : kind ? kind : "?";
+
+    snprintf(name, sizeof(name), "api.%s.%s", verb, step);
+    return fault_point(name);
+}
+
+/*
+ * Lease owner ids say which process holds a lease, so that a restarted
+ * space-api can take over at once what a dead process of this host held,
+ * instead of waiting for the lease to lapse:
+ *
+ *   12 hex: hash of the boot id and the pid namespace (who can check the pid)
+ *    7 hex: pid
+ *   13 hex: the process's start time (clock ticks after boot; pids get reused)
+ *
+ * A process with another boot id or pid namespace (another host, another
+ * container) never matches the first field, so it only ever waits for the
+ * lease: a lease is taken early only from a process known to be gone.
+ */
+#define OWNER_HOST_HEX 12
+
+static int read_line(const char *path, char *buf, size_t n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int r = read_file(path, 4096, &text, &len);
+
+    if (r < 0) {
+        return r;
+    }
+    len = strcspn(text, "\n");
+    if (len >= n) {
+        free(text);
+        return -ENAMETOOLONG;
+    }
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    free(text);
+    return 0;
+}
+
+/* Field 22 of /proc/PID/stat; the comm field (2) may hold spaces and parentheses. */
+static int proc_start_time(pid_t pid, unsigned long long *ret)
+{
+    char path[64], line[1024];
+    const char *p;
+    int r;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    r = read_line(path, line, sizeof(line));
+    if (r < 0) {
+        return r;
+    }
+    p = strrchr(line, ')');
+    if (!p) {
+        return -EIO;
+    }
+    p++;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (!p) {
+            return -EIO;
+        }
+    }
+    return sscanf(p, " %llu", ret) == 1 ? 0 : -EIO;
+}
+
+/* 64-bit FNV-1a of the boot id and the pid namespace, the first 48 bits as 12 hex. */
+static int host_key(char out[OWNER_HOST_HEX + 1])
+{
+    char boot[64], ns[64] = { 0 };
+    uint64_t h = 0xcbf29ce484222325ULL;
+    ssize_t n;
+    int r = read_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
+
+    if (r < 0) {
+        return r;
+    }
+    n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+    if (n <= 0) {
+        return -errno;
+    }
+    for (const char *s = boot; *s; s++) {
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    }
+    h = (h ^ '/') * 0x100000001b3ULL;
+    for (const char *s = ns; *s; s++) {
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    }
+    snprintf(out, OWNER_HOST_HEX + 1, "%012llx", (unsigned long long)(h >> 16));
+    return 0;
+}
+
+static void owner_id_new(char out[33])
+{
+    char host[OWNER_HOST_HEX + 1];
+    unsigned long long start;
+    pid_t pid = getpid();
+
+    if (host_key(host) < 0 || proc_start_time(pid, &start) < 0 || pid > 0xfffffff ||
+        start > 0xfffffffffffffULL) {
+        /* Nothing to prove deadness with: a random id, whose leases only lapse. */
+        if (random_hex(out, 16) < 0) {
+            snprintf(out, 33, "%032llx", (unsigned long long)now_us());
+        }
+        return;
+    }
+    snprintf(out, 33, "%s%07x%013llx", host, (unsigned)pid, start);
+}
+
+/* True when owner is a process of this host (and pid namespace) that no longer runs. */
+static bool owner_is_dead_here(const char *owner, const char *self)
+{
+    char host[OWNER_HOST_HEX + 1], pid_hex[8], start_hex[14];
+    unsigned long long start, now_start;
+    char *end;
+    long pid;
+
+    if (!owner || strlen(owner) != 32 || strcmp(owner, self) == 0 || host_key(host) < 0 ||
+        strncmp(owner, host, OWNER_HOST_HEX) != 0) {
+        return false;
+    }
+    memcpy(pid_hex, owner + OWNER_HOST_HEX, 7);
+    pid_hex[7] = '\0';
+    memcpy(start_hex, owner + OWNER_HOST_HEX + 7, 13);
+    start_hex[13] = '\0';
+    errno = 0;
+    pid = strtol(pid_hex, &end, 16);
+    if (errno || *end || pid <= 0) {
+        return false;
+    }
+    start = strtoull(start_hex, &end, 16);
+    if (*end) {
+        return false;
+    }
+    /* Gone, or its pid now names a process started at another time. */
+    return proc_start_time((pid_t)pid, &now_start) == -ENOENT || now_start != start;
+}
+
+/*
+ * At start: unfinished operations whose lease a dead process of this host
+ * holds (a kill -9 or crash of space-api) are freed for claiming now, not
+ * when the lease lapses. Freeing is a renewal as their owner to 0 ("free"),
+ * so it cannot touch a lease someone else took meanwhile.
+ */
+static void take_over_dead_leases(struct manager *m)
+{
+    struct store_operation *ops = NULL;
+    size_t n = 0;
+    int64_t now = now_us();
+
+    if (store_operation_list_unfinished(m->store, &ops, &n) < 0) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].lease_expires_at <= now ||
+            !owner_is_dead_here(ops[i].lease_owner, m->owner_id)) {
+            continue;
+        }
+        if (store_operation_renew(m->store, ops[i].id, ops[i].lease_owner, 0) >= 0) {
+            log_sandbox_info(ops[i].sandbox_id,
+                             "operation %s %s: its runner (a process of this host) is gone, "
+                             "taking it over",
+                             ops[i].kind, ops[i].id);
+        }
+    }
+    store_operation_list_free(ops, n);
+}
+
 static int inflight_add(struct manager *m, const char *id)
 {
     struct inflight_op *p = realloc(m->inflight, (m->n_inflight + 1) * sizeof(*p));
@@ -139,7 +321,9 @@ int controller_add_operation(struct manager *m, enum operation_kind kind, const 
     struct store_operation op = { .id = ret_id, .kind = (char *)operation_kind_to_string(kind),
                                   .sandbox_id = (char *)sandbox_id, .state = "pending",
                                   .created_at = now, .updated_at = now };
-    return store_operation_insert(m->store, &op);
+    r = store_operation_insert(m->store, &op);
+    /* Inside the caller's transaction: a crash here leaves nothing behind. */
+    return r < 0 ? r : op_fault(op.kind, "inserted");
 }
 
 /* The agent's /init body: sandbox env (E2B's fixed vars first, the caller's win), token, user. */
@@ -270,6 +454,8 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
         log_sandbox_warning(op->sandbox_id, "operation %s %s failed: %s", op->kind, op->id,
                             error ? error : "");
     }
+    /* Recorded, nobody told yet: a restart must answer from the store. */
+    (void)op_fault(op->kind, "recorded");
     wake_waiters(m, op);
 out:
     store_sandbox_release(&sb);
@@ -293,6 +479,8 @@ static void op_done(void *p)
     struct manager *m = j->m;
 
     inflight_remove(m, j->op.id);
+    /* The node has answered, the outcome is not recorded yet. */
+    (void)op_fault(j->op.kind, "answered");
     op_finish(m, &j->op, j->r, j->error, j->status, j->timings);
     op_job_free(j);
     controller_kick(m);
@@ -372,6 +560,8 @@ static int op_start(struct manager *m, struct store_operation *op)
         goto fail;
     }
     *op = (struct store_operation){ 0 };
+    /* The worker is calling the node: it goes on without us. */
+    (void)op_fault(j->op.kind, "started");
     return 0;
 fail:
     op_job_free(j);
@@ -398,6 +588,8 @@ void controller_kick(struct manager *m)
             log_warning_errno(r, "cannot claim operations: %m");
             return;
         }
+        /* Claimed and committed, nothing started: the lease is all that is left. */
+        (void)op_fault(op.kind, "claimed");
         r = op_start(m, &op);
         if (r == -ENOENT) {
             /* Its sandbox row is gone: the operation can never run; end it instead of
@@ -681,13 +873,13 @@ int controller_start(struct manager *m)
 {
     struct timeval tv = { .tv_sec = TICK_USEC / USEC_PER_SEC };
 
-    /* Operations a previous process left "running" are run again once their lease lapses:
-     * every step is idempotent. The owner id is new on every start, so a restarted process
-     * never mistakes an old lease for one it holds. */
-    int r = random_hex(m->owner_id, 16);
-    if (r < 0) {
-        return r;
-    }
+    /* Operations a previous process left "running" are run again: at once when it was a
+     * process of this host that is gone, else once their lease lapses; every step is
+     * idempotent. The owner id is new on every start (it names this process), so a
+     * restarted process never mistakes an old lease for one it holds. */
+    owner_id_new(m->owner_id);
+    log_debug("lease owner id %s", m->owner_id);
+    take_over_dead_leases(m);
     m->tick = event_new(m->base, -1, EV_PERSIST, tick_cb, m);
     if (!m->tick) {
         return -ENOMEM;
@@ -709,7 +901,18 @@ void controller_stop(struct manager *m)
         event_free(m->tick);
         m->tick = NULL;
     }
-    /* Leases of operations still running lapse by themselves; another start takes them over. */
+    /* Operations still running are left to the next start or another replica: their
+     * leases are freed so it need not wait for them to lapse (the node's create and kill
+     * are idempotent, so a second runner meets the first's work, not a duplicate). */
+    for (size_t i = 0; i < m->n_inflight; i++) {
+        int r = store_operation_renew(m->store, m->inflight[i].id, m->owner_id, 0);
+        if (r < 0 && r != -ESTALE) {
+            log_warning_errno(r, "cannot free the lease of operation %s: %m",
+                              m->inflight[i].id);
+        } else if (r >= 0) {
+            log_info("leaving operation %s to the next start", m->inflight[i].id);
+        }
+    }
     free(m->inflight);
     m->inflight = NULL;
     m->n_inflight = 0;

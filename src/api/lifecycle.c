@@ -8,6 +8,7 @@
 #include "api/controller.h"
 #include "api/routes.h"
 #include "api/sandbox.h"
+#include "basic/fault.h"
 #include "basic/macro.h"
 #include "basic/random-util.h"
 #include "basic/time-util.h"
@@ -71,8 +72,9 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     if (r < 0) {
         return r;
     }
-    metadata = json_dumps(p->metadata ? p->metadata : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
-    env = json_dumps(p->env ? p->env : json_object(), JSON_COMPACT);
+    /* An absent map is stored as {} (json_dumps() of an empty object, not leaked). */
+    metadata = p->metadata ? json_dumps(p->metadata, JSON_COMPACT | JSON_SORT_KEYS) : strdup("{}");
+    env = p->env ? json_dumps(p->env, JSON_COMPACT) : strdup("{}");
     if (!metadata || !env) {
         r = -ENOMEM;
         goto out;
@@ -95,6 +97,8 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     }
     r = r < 0 ? (store_rollback(m->store), r) : store_commit(m->store);
     if (r >= 0) {
+        /* Rows written, nothing claimed (tests/api/test_api_faults.py). */
+        (void)fault_point("api.create.committed");
         controller_kick(m);
     }
 out:
