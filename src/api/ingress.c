@@ -1441,6 +1441,15 @@ int ingress_new_tls(struct event_base *base, const char *listen_ip, uint16_t por
         .fds_per_conn = INGRESS_FDS_PER_CONN,
         .max_per_peer = listener_conns_from_rlimit(INGRESS_FDS_PER_CONN) / 2,
     };
+    if (tls) {
+        /*
+         * The TLS ingress runs beside the plain one in the same process: a
+         * quarter of the plain cap (a TLS connection costs 2 fds, never a
+         * relay's pipes), so both together stay near the descriptor budget.
+         */
+        limits.max_conns = MAX(listener_conns_from_rlimit(INGRESS_FDS_PER_CONN) / 4, 16u);
+        limits.max_per_peer = MAX(limits.max_conns / 2, 1u);
+    }
     r = listener_new_tcp(base, listen_ip, port, &limits, accept_cb, ig, &ig->listener);
     if (r < 0) {
         goto fail;
