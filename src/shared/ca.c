@@ -385,6 +385,8 @@ int ca_issue_leaf(struct ca *ca, const char *const names[], size_t n, X509 **cer
         if (!names[i] || (!is_ip(names[i]) && !name_valid(names[i]))) {
             return -EINVAL;
         }
+    }
+    for (size_t i = 0; i < n; i++) {
         if (strbuf_appendf(&k, "%s\n", names[i]) < 0) {
             strbuf_release(&k);
             return -ENOMEM;
