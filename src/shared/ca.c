@@ -97,8 +97,8 @@ static X509 *new_cert(EVP_PKEY *pub, const char *cn, unsigned days)
         return NULL;
     }
     name = X509_get_subject_name(x);
-    if (X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8, (const unsigned char *)"space", -1,
-                                   -1, 0) != 1 ||
+    if (X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8, (const unsigned char *)"space", -1, -1,
+                                   0) != 1 ||
         X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
                                    0) != 1) {
         X509_free(x);
@@ -370,8 +370,7 @@ out:
     return r;
 }
 
-int ca_issue_leaf(struct ca *ca, const char *const names[], size_t n, X509 **cert,
-                  EVP_PKEY **key)
+int ca_issue_leaf(struct ca *ca, const char *const names[], size_t n, X509 **cert, EVP_PKEY **key)
 {
     struct strbuf k = STRBUF_INIT;
     struct leaf *l;

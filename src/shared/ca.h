@@ -49,8 +49,7 @@ X509 *ca_cert(const struct ca *ca);
  * EVP_PKEY_free). Returns 0, -EINVAL (no names, too many, or one that is
  * not a host name), -ENOMEM or -EIO (OpenSSL failed).
  */
-int ca_issue_leaf(struct ca *ca, const char *const names[], size_t n, X509 **cert,
-                  EVP_PKEY **key);
+int ca_issue_leaf(struct ca *ca, const char *const names[], size_t n, X509 **cert, EVP_PKEY **key);
 
 /* Leaves in the cache (tests). */
 size_t ca_cache_size(const struct ca *ca);

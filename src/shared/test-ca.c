@@ -215,8 +215,8 @@ static void test_cache_bounded(void **state)
 
 static void test_bad_names(void **state)
 {
-    const char *bad[] = { "", "a..b", ".a", "a.", "*", "*.", "a.*.b", "**.a", "a b", "a/b",
-                          "a:b", "x\n.y" };
+    const char *bad[] = { "",      "a..b", ".a",  "a.",  "*",   "*.",
+                          "a.*.b", "**.a", "a b", "a/b", "a:b", "x\n.y" };
     struct ca *ca = NULL;
     X509 *c = NULL;
     EVP_PKEY *k = NULL;
