@@ -15,6 +15,7 @@ packages=(
   debootstrap mmdebstrap linux-source-6.1 bc flex bison libelf-dev busybox-static cpio xz-utils
   # tests
   python3 python3-pytest python3-requests curl postgresql wrk
+  dnsmasq-base  # tests/compat/test_tls_default_mode.py: *.{domain} inside a test netns
 )
 
 missing=()

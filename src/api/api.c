@@ -19,10 +19,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+
 #include "api/api-listener.h"
 #include "api/auth.h"
 #include "api/controller.h"
 #include "api/ingress.h"
+#include "api/ingress-tls.h"
 #include "api/lifecycle.h"
 #include "api/manager.h"
 #include "api/routes.h"
@@ -44,6 +47,9 @@ static const char *arg_node_socket = "/run/space/node.sock";
 static const char *arg_tunnel_socket = "/run/space/tunnel.sock";
 static const char *arg_domain = NULL;
 static const char *arg_ingress = NULL;
+static const char *arg_ingress_tls = NULL;
+static const char *arg_ingress_cert = NULL;
+static const char *arg_ingress_key = NULL;
 static const char *arg_bootstrap_key = NULL;
 static uint32_t arg_max_sandboxes = 64;
 static uint32_t arg_default_timeout = 300;
@@ -85,6 +91,10 @@ static void help(void)
            "  --tunnel-socket PATH    space-node's tunnel (default %s)\n"
            "  --domain NAME           sandbox domain for {port}-{id}.NAME routing\n"
            "  --ingress IP:PORT       sandbox traffic proxy listener\n"
+           "  --ingress-tls IP:PORT   the same proxy over TLS (https://{port}-{id}.DOMAIN)\n"
+           "  --ingress-cert FILE     its certificate chain (PEM; default: minted by the\n"
+           "                          deployment CA in DATA/ca.crt for *.DOMAIN)\n"
+           "  --ingress-key FILE      the key of --ingress-cert (PEM)\n"
            "  --bootstrap-key FILE    create an API key into FILE if FILE does not exist\n"
            "  --max-sandboxes N       capacity (default 64)\n"
            "  --default-timeout SEC   E2B sandbox timeout (default 300)\n"
@@ -106,6 +116,9 @@ static int parse_args(int argc, char **argv)
         { "tunnel-socket", required_argument, NULL, 't' },
         { "domain", required_argument, NULL, 'D' },
         { "ingress", required_argument, NULL, 'i' },
+        { "ingress-tls", required_argument, NULL, 'I' },
+        { "ingress-cert", required_argument, NULL, 'c' },
+        { "ingress-key", required_argument, NULL, 'K' },
         { "bootstrap-key", required_argument, NULL, 'k' },
         { "max-sandboxes", required_argument, NULL, 'm' },
         { "default-timeout", required_argument, NULL, 'T' },
@@ -145,6 +158,15 @@ static int parse_args(int argc, char **argv)
             break;
         case 'i':
             arg_ingress = optarg;
+            break;
+        case 'I':
+            arg_ingress_tls = optarg;
+            break;
+        case 'c':
+            arg_ingress_cert = optarg;
+            break;
+        case 'K':
+            arg_ingress_key = optarg;
             break;
         case 'k':
             arg_bootstrap_key = optarg;
@@ -489,6 +511,34 @@ int main(int argc, char **argv)
             goto out;
         }
     }
+    if (arg_ingress_tls) {
+        struct ssl_ctx_st *tls = NULL;
+        char *ca_path = NULL;
+        if (socket_parse_ip_port(arg_ingress_tls, ip, sizeof(ip), &port) < 0) {
+            r = log_error_errno(-EINVAL, "invalid --ingress-tls '%s'", arg_ingress_tls);
+            goto out;
+        }
+        r = ingress_tls_ctx_new(arg_data_dir, arg_domain ? arg_domain : "space.localhost",
+                                arg_ingress_cert, arg_ingress_key, &tls, &ca_path);
+        if (r < 0) {
+            goto out;
+        }
+        r = ingress_new_tls(m.base, ip, port, arg_domain ? arg_domain : "space.localhost", tls,
+                            ingress_lookup, &m, &m.ingress_tls);
+        SSL_CTX_free(tls);
+        if (r < 0) {
+            free(ca_path);
+            log_error_errno(r, "cannot listen for sandbox TLS traffic on '%s': %m",
+                            arg_ingress_tls);
+            goto out;
+        }
+        log_info("ingress TLS on %s, certificate %s%s", arg_ingress_tls,
+                 ca_path ? "from the deployment CA " : arg_ingress_cert, ca_path ? ca_path : "");
+        free(ca_path);
+    } else if (arg_ingress_cert || arg_ingress_key) {
+        r = log_error_errno(-EINVAL, "--ingress-cert/--ingress-key need --ingress-tls");
+        goto out;
+    }
     m.sigterm = evsignal_new(m.base, SIGTERM, signal_cb, &m);
     m.sigint = evsignal_new(m.base, SIGINT, signal_cb, &m);
     event_add(m.sigterm, NULL);
@@ -514,6 +564,7 @@ out:
     }
     (void)unlink(arg_socket);
     m.ingress = ingress_free(m.ingress);
+    m.ingress_tls = ingress_free(m.ingress_tls);
     left = drain_jobs(&m);
     /* Frees the leases of what still runs and ends the waits. */
     controller_stop(&m);

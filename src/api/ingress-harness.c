@@ -16,10 +16,14 @@
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+
 #include "api/ingress.h"
+#include "api/ingress-tls.h"
 #include "basic/fd-util.h"
 #include "basic/log.h"
 #include "basic/macro.h"
@@ -35,6 +39,7 @@ static const char *arg_tunnel_socket = "/run/space/tunnel.sock";
 static const char *arg_listen = "127.0.0.1:0";
 static const char *arg_domain = "space.test";
 static const char *arg_token = NULL;
+static const char *arg_tls_dir = NULL;
 
 static int body_cb(const void *data, size_t len, void *userdata)
 {
@@ -92,6 +97,7 @@ static void help(void)
            "  --listen IP:PORT      where to accept clients (default %s)\n"
            "  --domain DOMAIN       sandbox host domain (default %s)\n"
            "  --token TOKEN         envd access token of every sandbox\n"
+           "  --tls-dir DIR         serve TLS, certificate from the deployment CA in DIR\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
            arg_node_socket, arg_tunnel_socket, arg_listen, arg_domain);
 }
@@ -104,6 +110,7 @@ static int parse_args(int argc, char **argv)
         { "listen", required_argument, NULL, 'l' },
         { "domain", required_argument, NULL, 'd' },
         { "token", required_argument, NULL, 'k' },
+        { "tls-dir", required_argument, NULL, 'T' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -126,6 +133,9 @@ static int parse_args(int argc, char **argv)
             break;
         case 'k':
             arg_token = optarg;
+            break;
+        case 'T':
+            arg_tls_dir = optarg;
             break;
         case 'L':
             r = log_level_from_string(optarg);
@@ -189,7 +199,19 @@ int main(int argc, char **argv)
         r = log_error_errno(-ENOMEM, "cannot install signal handlers");
         goto out;
     }
-    r = ingress_new(base, ip, (uint16_t)port, arg_domain, lookup, NULL, &ig);
+    if (arg_tls_dir) {
+        SSL_CTX *tls = NULL;
+        char *ca_path = NULL;
+        r = ingress_tls_ctx_new(arg_tls_dir, arg_domain, NULL, NULL, &tls, &ca_path);
+        if (r < 0) {
+            goto out;
+        }
+        free(ca_path);
+        r = ingress_new_tls(base, ip, (uint16_t)port, arg_domain, tls, lookup, NULL, &ig);
+        SSL_CTX_free(tls);
+    } else {
+        r = ingress_new(base, ip, (uint16_t)port, arg_domain, lookup, NULL, &ig);
+    }
     if (r < 0) {
         log_error_errno(r, "cannot listen on '%s': %m", arg_listen);
         goto out;

@@ -59,6 +59,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <fcntl.h>
@@ -70,6 +71,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <openssl/ssl.h>
 
 #include "api/ingress-head.h"
 #include "basic/fd-util.h"
@@ -142,6 +145,7 @@ struct ingress {
     struct event_base *base;
     struct listener *listener;
     char *domain;
+    SSL_CTX *tls;            /* NULL: plain HTTP */
     ingress_lookup_fn lookup;
     void *userdata;
     uint16_t port;
@@ -381,6 +385,22 @@ static void conn_close(struct ingress_conn *c, const char *why)
     event_active(c->reaper, EV_TIMEOUT, 1);
 }
 
+/*
+ * Ends the client's write side. Over TLS a close_notify goes first (best
+ * effort: the output is drained, so it rarely has to wait), so clients
+ * see a clean end of a close-delimited body rather than a truncation.
+ */
+static void client_shutdown_write(struct ingress_conn *c)
+{
+    if (c->ig->tls) {
+        SSL *ssl = bufferevent_openssl_get_ssl(c->client);
+        if (ssl) {
+            (void)SSL_shutdown(ssl);
+        }
+    }
+    (void)shutdown(bufferevent_getfd(c->client), SHUT_WR);
+}
+
 /* ---- our own responses ---- */
 
 static void reply_read_cb(struct bufferevent *bev, void *userdata)
@@ -398,7 +418,7 @@ static void reply_write_cb(struct bufferevent *bev, void *userdata)
     }
     /* All out: stop sending, and read what the client still sends for a moment. */
     c->client_shut = true;
-    (void)shutdown(bufferevent_getfd(bev), SHUT_WR);
+    client_shutdown_write(c);
     if (c->client_eof) {
         conn_close(c, NULL);
         return;
@@ -515,7 +535,7 @@ static void shut_client(struct ingress_conn *c)
 {
     if (!c->client_shut) {
         c->client_shut = true;
-        (void)shutdown(bufferevent_getfd(c->client), SHUT_WR);
+        client_shutdown_write(c);
     }
     if (c->upstream_shut) {
         conn_close(c, "done");
@@ -799,8 +819,17 @@ static void down_pump(struct ingress_conn *c)
             }
         }
     }
-    if (c->down == DOWN_RAW) {
+    if (c->down == DOWN_RAW && !c->ig->tls) {
         start_relay(c);
+        return;
+    }
+    /*
+     * Over TLS the client's bytes are records, not the stream: no splice.
+     * The upgraded connection stays on the bufferevents, copied with the
+     * same watermarks and idle timer as a body.
+     */
+    if (c->down == DOWN_RAW && evbuffer_add_buffer(out, in) < 0) {
+        conn_close(c, "out of memory");
         return;
     }
     while (c->down == DOWN_BODY && !c->resp_body.done && evbuffer_get_length(in) > 0) {
@@ -1203,6 +1232,9 @@ static void head_event_cb(struct bufferevent *bev, short what, void *userdata)
 {
     struct ingress_conn *c = userdata;
 
+    if (what == BEV_EVENT_CONNECTED) {
+        return; /* TLS: the handshake is done; the head comes next */
+    }
     /* EOF between kept-alive requests: the previous response may still be flushing. */
     if ((what & BEV_EVENT_EOF) && c->head.len == 0 &&
         evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
@@ -1312,7 +1344,21 @@ static void accept_cb(struct listener *l, int fd, const struct sockaddr *sa, soc
         memcpy(&c->peer, sa, socklen);
         c->has_peer = true;
     }
-    c->client = bufferevent_socket_new(ig->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (ig->tls) {
+        SSL *ssl = SSL_new(ig->tls);
+        c->client = ssl ? bufferevent_openssl_socket_new(ig->base, fd, ssl,
+                                                         BUFFEREVENT_SSL_ACCEPTING,
+                                                         BEV_OPT_CLOSE_ON_FREE)
+                        : NULL;
+        if (!c->client) {
+            SSL_free(ssl);
+        } else {
+            /* A client that closes without close_notify has still sent whole requests. */
+            bufferevent_openssl_set_allow_dirty_shutdown(c->client, 1);
+        }
+    } else {
+        c->client = bufferevent_socket_new(ig->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    }
     if (!c->client) {
         close_safe(fd);
     }
@@ -1338,8 +1384,37 @@ static void accept_cb(struct listener *l, int fd, const struct sockaddr *sa, soc
     timer_set(c, INGRESS_HEAD_TIMEOUT_SEC);
 }
 
+/*
+ * The TLS handshake's server name must be the domain or one of its
+ * subdomains (what the leaf covers); a connection without one, or for
+ * another name, fails with unrecognized_name before any request.
+ */
+static int servername_cb(SSL *ssl, int *alert, void *userdata)
+{
+    const struct ingress *ig = userdata;
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    size_t n = name ? strlen(name) : 0, d = strlen(ig->domain);
+
+    if (n == d && strcasecmp(name, ig->domain) == 0) {
+        return SSL_TLSEXT_ERR_OK;
+    }
+    if (n > d + 1 && name[n - d - 1] == '.' && strcasecmp(name + n - d, ig->domain) == 0) {
+        return SSL_TLSEXT_ERR_OK;
+    }
+    log_debug("ingress TLS: refused server name '%.253s'", name ? name : "(none)");
+    *alert = SSL_AD_UNRECOGNIZED_NAME;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
 int ingress_new(struct event_base *base, const char *listen_ip, uint16_t port, const char *domain,
                 ingress_lookup_fn lookup, void *userdata, struct ingress **ret)
+{
+    return ingress_new_tls(base, listen_ip, port, domain, NULL, lookup, userdata, ret);
+}
+
+int ingress_new_tls(struct event_base *base, const char *listen_ip, uint16_t port,
+                    const char *domain, SSL_CTX *tls, ingress_lookup_fn lookup, void *userdata,
+                    struct ingress **ret)
 {
     struct ingress *ig = NULL;
     int r;
@@ -1363,11 +1438,29 @@ int ingress_new(struct event_base *base, const char *listen_ip, uint16_t port, c
         r = -ENOMEM;
         goto fail;
     }
+    if (tls) {
+        if (SSL_CTX_up_ref(tls) != 1) {
+            r = -ENOMEM;
+            goto fail;
+        }
+        ig->tls = tls;
+        SSL_CTX_set_tlsext_servername_callback(tls, servername_cb);
+        SSL_CTX_set_tlsext_servername_arg(tls, ig);
+    }
     (void)listener_raise_nofile();
     struct listener_limits limits = {
         .fds_per_conn = INGRESS_FDS_PER_CONN,
         .max_per_peer = listener_conns_from_rlimit(INGRESS_FDS_PER_CONN) / 2,
     };
+    if (tls) {
+        /*
+         * The TLS ingress runs beside the plain one in the same process: a
+         * quarter of the plain cap (a TLS connection costs 2 fds, never a
+         * relay's pipes), so both together stay near the descriptor budget.
+         */
+        limits.max_conns = MAX(listener_conns_from_rlimit(INGRESS_FDS_PER_CONN) / 4, 16u);
+        limits.max_per_peer = MAX(limits.max_conns / 2, 1u);
+    }
     r = listener_new_tcp(base, listen_ip, port, &limits, accept_cb, ig, &ig->listener);
     if (r < 0) {
         goto fail;
@@ -1399,6 +1492,7 @@ struct ingress *ingress_free(struct ingress *ig)
         conn_free(ig->conns);
     }
     listener_free(ig->listener);
+    SSL_CTX_free(ig->tls);
     free(ig->domain);
     free(ig);
     return NULL;

@@ -19,6 +19,13 @@
  * "signature" query parameter, which envd checks itself (e2b-compat.md
  * 5.1). envd's internal routes (/init and the pause helpers) are refused.
  *
+ * TLS (ingress_new_tls()): the same proxy behind TLS 1.2+ termination in
+ * the api (libevent's bufferevent_openssl), for E2B SDKs in their default
+ * mode (https://{port}-{id}.{domain}, e2b-compat.md 11). The handshake's
+ * SNI must be {domain} or a name under it. After a 101 the upgraded
+ * connection is copied through the bufferevents (the shared relay splices
+ * sockets, and TLS records cannot be spliced).
+ *
  * Loop thread only; not thread-safe.
  */
 #include <stdbool.h>
@@ -53,6 +60,15 @@ typedef int (*ingress_lookup_fn)(void *userdata, const char *sandbox_id,
  */
 int ingress_new(struct event_base *base, const char *listen_ip, uint16_t port, const char *domain,
                 ingress_lookup_fn lookup, void *userdata, struct ingress **ret);
+/*
+ * As ingress_new(), serving TLS with tls (a server context with its
+ * certificate and key set; referenced, and its servername callback set to
+ * this ingress' domain check, so one context serves one ingress).
+ */
+struct ssl_ctx_st;
+int ingress_new_tls(struct event_base *base, const char *listen_ip, uint16_t port,
+                    const char *domain, struct ssl_ctx_st *tls, ingress_lookup_fn lookup,
+                    void *userdata, struct ingress **ret);
 /* The bound port. */
 uint16_t ingress_port(const struct ingress *ig);
 /* Open client connections. */

@@ -34,6 +34,7 @@ struct manager {
     struct listener public_listener, admin_listener;
     struct store *store;
     struct ingress *ingress;
+    struct ingress *ingress_tls; /* the same proxy behind TLS (ingress-tls.h), or NULL */
     struct event *tick, *sigterm, *sigint;
     const char *node_socket;
     const char *tunnel_socket;

@@ -204,8 +204,17 @@ static int stop_daemon(const char *name)
     return 0;
 }
 
+/*
+ * The environment for E2B SDKs. What is exported is the header mode
+ * (E2B_SANDBOX_URL: every request to the plain ingress, routed by
+ * E2b-Sandbox-Id headers), which needs no DNS. The SDKs' default mode
+ * (https://{port}-{id}.{domain}, which signed file URLs, getHost() and
+ * browsers need) is the TLS ingress: it needs *.{domain} to resolve to it
+ * and port 443, since the SDKs put no port in that URL (e2b-compat.md 11),
+ * so it is printed as instructions, with the CA clients must trust.
+ */
 static void print_exports(FILE *f, const char *api_listen, const char *ingress_listen,
-                          const char *domain)
+                          const char *domain, const char *tls_listen, bool own_cert)
 {
     char path[PATH_MAX], *key = NULL;
 
@@ -218,6 +227,26 @@ static void print_exports(FILE *f, const char *api_listen, const char *ingress_l
     fprintf(f, "export E2B_DOMAIN=%s\n", domain);
     fprintf(f, "export E2B_API_KEY=%s\n", key ? key : "");
     free(key);
+    if (!tls_listen) {
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/ca.crt", client_data_dir());
+    if (!own_cert) {
+        /* Additive to Node's bundle: harmless for every other host. */
+        fprintf(f, "export NODE_EXTRA_CA_CERTS=%s\n", path);
+    }
+    const char *colon = strrchr(tls_listen, ':');
+    bool on_443 = colon && strcmp(colon + 1, "443") == 0;
+    fprintf(f, "# TLS ingress on %s: https://{port}-{id}.%s (the SDKs' default mode:\n"
+               "# signed file URLs, getHost(), browsers). To use it: resolve *.%s to that\n"
+               "# address (wildcard DNS)%s, then unset E2B_SANDBOX_URL.\n",
+            tls_listen, domain, domain,
+            on_443 ? "" : " and serve it on port 443 (space up --ingress-tls IP:443)");
+    if (!own_cert) {
+        fprintf(f, "# Python (httpx/requests) clients replace their bundle with the CA's file:\n"
+                   "#   export SSL_CERT_FILE=%s REQUESTS_CA_BUNDLE=%s\n",
+                path, path);
+    }
 }
 
 int cmd_up(int argc, char **argv)
@@ -226,12 +255,17 @@ int cmd_up(int argc, char **argv)
         { "detach", no_argument, NULL, 'd' },       { "store", required_argument, NULL, 's' },
         { "listen", required_argument, NULL, 'l' }, { "ingress", required_argument, NULL, 'i' },
         { "domain", required_argument, NULL, 'D' }, { "accel", required_argument, NULL, 'a' },
+        { "ingress-tls", required_argument, NULL, 't' },
+        { "ingress-cert", required_argument, NULL, 'c' },
+        { "ingress-key", required_argument, NULL, 'k' },
         {},
     };
     const char *store = NULL, *accel = "auto";
     const char *api_listen = env_or("SPACE_API_LISTEN", "127.0.0.1:3000");
     const char *ingress_listen = env_or("SPACE_INGRESS_LISTEN", "127.0.0.1:3001");
     const char *domain = env_or("SPACE_DOMAIN", "space.localhost");
+    const char *tls_listen = env_or("SPACE_INGRESS_TLS_LISTEN", "127.0.0.1:3443");
+    const char *cert = NULL, *cert_key = NULL;
     char node[PATH_MAX], api[PATH_MAX], key_path[PATH_MAX];
     bool detach = false;
     int c;
@@ -257,11 +291,30 @@ int cmd_up(int argc, char **argv)
         case 'a':
             accel = optarg;
             break;
+        case 't':
+            tls_listen = optarg;
+            break;
+        case 'c':
+            cert = optarg;
+            break;
+        case 'k':
+            cert_key = optarg;
+            break;
         default:
             fprintf(stderr, "usage: space up [--detach] [--store URL] [--listen IP:PORT] "
-                            "[--ingress IP:PORT] [--domain NAME] [--accel auto|kvm|tcg]\n");
+                            "[--ingress IP:PORT] [--ingress-tls IP:PORT|off]\n"
+                            "                [--ingress-cert FILE --ingress-key FILE] "
+                            "[--domain NAME] [--accel auto|kvm|tcg]\n");
             return 2;
         }
+    }
+    if (strcmp(tls_listen, "off") == 0 || !*tls_listen) {
+        tls_listen = NULL;
+    }
+    if (!cert != !cert_key || (cert && !tls_listen)) {
+        fprintf(stderr, "space: --ingress-cert and --ingress-key go together, with the TLS "
+                        "ingress on\n");
+        return 2;
     }
     if (client_find_node(node, sizeof(node)) < 0 || client_find_api(api, sizeof(api)) < 0) {
         fprintf(stderr, "space: cannot find space-node/space-api (set SPACE_NODE, SPACE_API)\n");
@@ -286,22 +339,34 @@ int cmd_up(int argc, char **argv)
     if (ensure_daemon("node", nargv, node_socket()) < 0) {
         return 1;
     }
-    const char *aargv[] = { api, "--data-dir", client_data_dir(), "--socket", client_socket(),
-                            "--node-socket", node_socket(), "--tunnel-socket", tunnel_socket(),
-                            "--listen", api_listen, "--ingress", ingress_listen, "--domain",
-                            domain, "--bootstrap-key", key_path,
-                            store ? "--store" : NULL, store, NULL };
+    const char *aargv[32] = { api, "--data-dir", client_data_dir(), "--socket", client_socket(),
+                              "--node-socket", node_socket(), "--tunnel-socket", tunnel_socket(),
+                              "--listen", api_listen, "--ingress", ingress_listen, "--domain",
+                              domain, "--bootstrap-key", key_path };
+    size_t n = 17;
+    const char *optional[][2] = { { "--ingress-tls", tls_listen },
+                                  { "--ingress-cert", cert },
+                                  { "--ingress-key", cert_key },
+                                  { "--store", store } };
+    for (size_t i = 0; i < ARRAY_SIZE(optional); i++) {
+        if (optional[i][1]) {
+            aargv[n++] = optional[i][0];
+            aargv[n++] = optional[i][1];
+        }
+    }
+    aargv[n] = NULL;
     if (ensure_daemon("api", aargv, client_socket()) < 0) {
         return 1;
     }
-    fprintf(stderr, "space: platform is up: API http://%s, sandbox ingress http://%s, "
-                    "CLI socket '%s'\n", api_listen, ingress_listen, client_socket());
+    fprintf(stderr, "space: platform is up: API http://%s, sandbox ingress http://%s%s%s, "
+                    "CLI socket '%s'\n", api_listen, ingress_listen,
+            tls_listen ? " and https://" : "", tls_listen ? tls_listen : "", client_socket());
     if (detach) {
-        print_exports(stdout, api_listen, ingress_listen, domain);
+        print_exports(stdout, api_listen, ingress_listen, domain, tls_listen, cert != NULL);
         return 0;
     }
     fprintf(stderr, "space: for E2B SDKs:\n");
-    print_exports(stderr, api_listen, ingress_listen, domain);
+    print_exports(stderr, api_listen, ingress_listen, domain, tls_listen, cert != NULL);
     fprintf(stderr, "space: running in the foreground; Ctrl-C stops it\n");
     sigset_t set;
     int sig;

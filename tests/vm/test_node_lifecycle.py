@@ -176,7 +176,8 @@ class Stack:
         self.env = dict(os.environ, SPACE_DATA_DIR=self.data, SPACE_SOCKET=self.api_socket,
                         SPACE_NODE_SOCKET=self.node_socket, SPACE_TUNNEL_SOCKET=self.tunnel_socket,
                         SPACE_RUN_DIR=self.run, SPACE_API_LISTEN=f"127.0.0.1:{free_port()}",
-                        SPACE_INGRESS_LISTEN=f"127.0.0.1:{free_port()}", SPACE_NODE=NODE,
+                        SPACE_INGRESS_LISTEN=f"127.0.0.1:{free_port()}",
+                        SPACE_INGRESS_TLS_LISTEN=f"127.0.0.1:{free_port()}", SPACE_NODE=NODE,
                         SPACE_API=API, SPACE_AGENT=AGENT, SPACE_SHARE_DIR=ROOT)
 
     def space(self, *args, timeout=600):
