@@ -118,7 +118,7 @@ static int parse_args(int argc, char **argv)
         { "ingress", required_argument, NULL, 'i' },
         { "ingress-tls", required_argument, NULL, 'I' },
         { "ingress-cert", required_argument, NULL, 'c' },
-        { "ingress-key", required_argument, NULL, 'K' },
+        { "ingress-key", required_argument, NULL, 'y' },
         { "bootstrap-key", required_argument, NULL, 'k' },
         { "max-sandboxes", required_argument, NULL, 'm' },
         { "default-timeout", required_argument, NULL, 'T' },
@@ -165,7 +165,7 @@ static int parse_args(int argc, char **argv)
         case 'c':
             arg_ingress_cert = optarg;
             break;
-        case 'K':
+        case 'y':
             arg_ingress_key = optarg;
             break;
         case 'k':
