@@ -959,10 +959,9 @@ void files_http_handle(struct agent *a, struct evhttp_request *req)
         reply_error(req, 405, "method not allowed");
         goto out;
     }
-    if (files_check_access(a,
-                           evhttp_find_header(evhttp_request_get_input_headers(req),
-                                              "X-Access-Token"),
-                           &q, cmd == EVHTTP_REQ_GET ? "read" : "write", &msg) < 0) {
+    if (files_check_access(
+            a, evhttp_find_header(evhttp_request_get_input_headers(req), "X-Access-Token"), &q,
+            cmd == EVHTTP_REQ_GET ? "read" : "write", &msg) < 0) {
         reply_error(req, 401, "%s", msg);
         goto out;
     }

@@ -162,8 +162,8 @@ static bool head_authenticated(struct agent *a, const char *head, size_t n)
 
 static void gate_set_limit(struct evhttp_connection *evcon, struct agent *a, bool authenticated)
 {
-    evhttp_connection_set_max_body_size(
-        evcon, authenticated ? (ev_ssize_t)a->max_upload : (ev_ssize_t)AGENT_MAX_UNAUTH_BODY);
+    evhttp_connection_set_max_body_size(evcon, authenticated ? (ev_ssize_t)a->max_upload
+                                                             : (ev_ssize_t)AGENT_MAX_UNAUTH_BODY);
 }
 
 /* evhttp's connection of a bufferevent, from the callback argument evhttp set on it. */
@@ -206,8 +206,8 @@ static void gate_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *i
         return; /* the connection keeps the small limit */
     }
     take = MIN(info->n_added, GATE_MAX_HEAD - g->acc_len);
-    if (evbuffer_ptr_set(buf, &pos, evbuffer_get_length(buf) - info->n_added,
-                         EVBUFFER_PTR_SET) < 0 ||
+    if (evbuffer_ptr_set(buf, &pos, evbuffer_get_length(buf) - info->n_added, EVBUFFER_PTR_SET) <
+            0 ||
         evbuffer_copyout_from(buf, &pos, g->acc + g->acc_len, take) < 0) {
         take = 0;
     }
@@ -284,8 +284,8 @@ struct bufferevent *http_gate_bevcb(struct event_base *base, void *userdata)
     g->bev = bev;
     g->in_head = true;
     g->setup_ev = event_new(base, -1, 0, gate_setup_cb, g);
-    g->input_cb = g->setup_ev ? evbuffer_add_cb(bufferevent_get_input(bev), gate_input_cb, g)
-                              : NULL;
+    g->input_cb =
+        g->setup_ev ? evbuffer_add_cb(bufferevent_get_input(bev), gate_input_cb, g) : NULL;
     if (!g->input_cb) {
         if (g->setup_ev) {
             event_free(g->setup_ev);

@@ -39,15 +39,14 @@ static void quote(const char *s, char *out, size_t out_size)
     out[o] = '\0';
 }
 
-static int check_printable(const char *label, const char *s, size_t len, char *msg,
-                           size_t msg_size)
+static int check_printable(const char *label, const char *s, size_t len, char *msg, size_t msg_size)
 {
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c < 0x20 || c > 0x7e) {
             snprintf(msg, msg_size,
-                     "metadata %s contains non-printable-ASCII byte 0x%02x at offset %zu", label,
-                     c, i);
+                     "metadata %s contains non-printable-ASCII byte 0x%02x at offset %zu", label, c,
+                     i);
             return -EINVAL;
         }
     }

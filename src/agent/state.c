@@ -274,8 +274,8 @@ void state_http_init(struct agent *a, struct evhttp_request *req)
      */
     if (a->access_token && !(token && auth_secret_equal(token, a->access_token)) &&
         !auth_token_ok(a, req)) {
-        bool tried = token || evhttp_find_header(evhttp_request_get_input_headers(req),
-                                                 "X-Access-Token");
+        bool tried =
+            token || evhttp_find_header(evhttp_request_get_input_headers(req), "X-Access-Token");
         reply_error(req, 401, "%s",
                     tried ? "access token validation failed" : "access token reset not authorized");
         goto out;

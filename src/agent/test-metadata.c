@@ -45,8 +45,9 @@ static void test_validate_matches_envd(void **state)
     json_decref(md);
     check_invalid(json_pack("{s:s}", "a\tb", "x"),
                   "metadata key contains non-printable-ASCII byte 0x09 at offset 1");
-    check_invalid(json_pack("{s:s}", "k", "caf\xc3\xa9"),
-                  "metadata value for key \"k\" contains non-printable-ASCII byte 0xc3 at offset 3");
+    check_invalid(
+        json_pack("{s:s}", "k", "caf\xc3\xa9"),
+        "metadata value for key \"k\" contains non-printable-ASCII byte 0xc3 at offset 3");
 
     /* 4096 bytes of prefix + key + value is the budget, not one byte more. */
     {

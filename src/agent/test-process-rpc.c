@@ -47,10 +47,11 @@ static void test_process_rpc_parse_start_sdk_shapes(void **state)
     struct start_request sr;
 
     /* commands.run("echo hi", {envs, cwd}) as JS 2.51 sends it */
-    assert_int_equal(parse("{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"echo hi\"],"
-                           "\"envs\":{\"A\":\"1\"},\"cwd\":\"/tmp\"},\"stdin\":false}",
-                           &sr),
-                     0);
+    assert_int_equal(
+        parse("{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"echo hi\"],"
+              "\"envs\":{\"A\":\"1\"},\"cwd\":\"/tmp\"},\"stdin\":false}",
+              &sr),
+        0);
     assert_string_equal(sr.cmd, "/bin/bash");
     assert_int_equal(sr.n_args, 3);
     assert_string_equal(sr.cwd, "/tmp");
@@ -82,8 +83,8 @@ static void test_process_rpc_parse_start_rejects(void **state)
     assert_int_equal(parse("{\"process\":{\"cmd\":\"x\",\"envs\":{\"A=B\":\"c\"}}}", &sr), -EINVAL);
     assert_int_equal(parse("{\"process\":{\"cmd\":\"x\",\"envs\":{\"A\":1}}}", &sr), -EINVAL);
     assert_int_equal(parse("{\"process\":{\"cmd\":\"x\"},\"stdin\":\"yes\"}", &sr), -EINVAL);
-    assert_int_equal(parse("{\"process\":{\"cmd\":\"x\"},\"pty\":{\"size\":{\"cols\":70000}}}", &sr),
-                     -EINVAL);
+    assert_int_equal(
+        parse("{\"process\":{\"cmd\":\"x\"},\"pty\":{\"size\":{\"cols\":70000}}}", &sr), -EINVAL);
     /* null is the same as absent in proto3 JSON */
     assert_int_equal(parse("{\"process\":{\"cmd\":\"x\",\"cwd\":null},\"pty\":null}", &sr), 0);
     assert_false(sr.pty);

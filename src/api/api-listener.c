@@ -74,8 +74,7 @@ static void conn_free(struct api_conn *c)
 static void arm_deadline(struct api_conn *c)
 {
     struct timeval tv = { .tv_sec = (time_t)(c->l->limits.request_deadline / USEC_PER_SEC),
-                          .tv_usec = (suseconds_t)(c->l->limits.request_deadline %
-                                                   USEC_PER_SEC) };
+                          .tv_usec = (suseconds_t)(c->l->limits.request_deadline % USEC_PER_SEC) };
     evtimer_add(c->deadline, &tv);
 }
 
@@ -152,8 +151,7 @@ static void request_cb(struct evhttp_request *req, void *userdata)
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     struct api_conn *c;
 
-    LIST_FOREACH(c, &l->conns, link)
-    {
+    LIST_FOREACH (c, &l->conns, link) {
         if (c->evcon == evcon) {
             evtimer_del(c->deadline); /* read whole: the handler may take its time */
             evhttp_request_set_on_complete_cb(req, request_done, c);
@@ -179,8 +177,7 @@ static void accept_error_cb(struct evconnlistener *lev, void *userdata)
     struct timeval tv = { .tv_sec = 0, .tv_usec = ACCEPT_PAUSE_USEC };
     int err = EVUTIL_SOCKET_ERROR();
 
-    LIST_FOREACH(l, &listeners, link)
-    {
+    LIST_FOREACH (l, &listeners, link) {
         if (l->lev == lev) {
             break;
         }
@@ -200,8 +197,8 @@ static void accept_error_cb(struct evconnlistener *lev, void *userdata)
 
 int api_listener_new(struct event_base *base, struct evhttp *http, const char *addr,
                      const struct api_limits *limits,
-                     void (*dispatch)(struct evhttp_request *req, void *userdata),
-                     void *userdata, struct api_listener **ret)
+                     void (*dispatch)(struct evhttp_request *req, void *userdata), void *userdata,
+                     struct api_listener **ret)
 {
     struct sockaddr_storage ss;
     int sslen = sizeof(ss);
@@ -214,8 +211,11 @@ int api_listener_new(struct event_base *base, struct evhttp *http, const char *a
     if (!l) {
         return -ENOMEM;
     }
-    *l = (struct api_listener){ .base = base, .limits = *limits, .dispatch = dispatch,
-                                .userdata = userdata, .accepting = true };
+    *l = (struct api_listener){ .base = base,
+                                .limits = *limits,
+                                .dispatch = dispatch,
+                                .userdata = userdata,
+                                .accepting = true };
     LIST_INIT(&l->conns);
     LIST_INIT(&l->pending);
     l->bind = event_new(base, -1, 0, bind_cb, l);
@@ -224,10 +224,9 @@ int api_listener_new(struct event_base *base, struct evhttp *http, const char *a
         api_listener_free(l);
         return -ENOMEM;
     }
-    l->lev = evconnlistener_new_bind(base, NULL, NULL,
-                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-                                         LEV_OPT_CLOSE_ON_EXEC,
-                                     LISTEN_BACKLOG, (struct sockaddr *)&ss, sslen);
+    l->lev = evconnlistener_new_bind(
+        base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+        LISTEN_BACKLOG, (struct sockaddr *)&ss, sslen);
     if (!l->lev) {
         int r = -errno;
         api_listener_free(l);

@@ -34,8 +34,8 @@ struct api_limits {
  * http's request callback. */
 int api_listener_new(struct event_base *base, struct evhttp *http, const char *addr,
                      const struct api_limits *limits,
-                     void (*dispatch)(struct evhttp_request *req, void *userdata),
-                     void *userdata, struct api_listener **ret);
+                     void (*dispatch)(struct evhttp_request *req, void *userdata), void *userdata,
+                     struct api_listener **ret);
 /* Before evhttp_free(): stops accepting for good (evhttp frees the listener itself). */
 void api_listener_stop(struct api_listener *l);
 /* After evhttp_free(). Returns NULL. */

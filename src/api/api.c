@@ -79,29 +79,30 @@ static struct event_base *abandoned_base;
 
 static void help(void)
 {
-    printf("usage: space-api [options]\n"
-           "  --data-dir DIR          default SQLite location (default %s)\n"
-           "  --store URL             sqlite:PATH or postgresql://... (default sqlite:DATA/space.db)\n"
-           "  --store-key FILE        key sealing tokens in the store, 32 bytes, 0600; must exist\n"
-           "                          (default DATA/store.key, created on first start; replicas\n"
-           "                          on one PostgreSQL need the same file)\n"
-           "  --listen IP:PORT        REST API for API-key clients (default %s)\n"
-           "  --socket PATH           local admin socket for the CLI (default %s)\n"
-           "  --node-socket PATH      space-node's API (default %s)\n"
-           "  --tunnel-socket PATH    space-node's tunnel (default %s)\n"
-           "  --domain NAME           sandbox domain for {port}-{id}.NAME routing\n"
-           "  --ingress IP:PORT       sandbox traffic proxy listener\n"
-           "  --ingress-tls IP:PORT   the same proxy over TLS (https://{port}-{id}.DOMAIN)\n"
-           "  --ingress-cert FILE     its certificate chain (PEM; default: minted by the\n"
-           "                          deployment CA in DATA/ca.crt for *.DOMAIN)\n"
-           "  --ingress-key FILE      the key of --ingress-cert (PEM)\n"
-           "  --bootstrap-key FILE    create an API key into FILE if FILE does not exist\n"
-           "  --max-sandboxes N       capacity (default 64)\n"
-           "  --default-timeout SEC   E2B sandbox timeout (default 300)\n"
-           "  --max-connections N     public API connection cap (default from RLIMIT_NOFILE)\n"
-           "  --request-timeout SEC   time to send a whole request; idle keep-alive (default 30)\n"
-           "  --log-level LEVEL\n",
-           arg_data_dir, arg_listen, arg_socket, arg_node_socket, arg_tunnel_socket);
+    printf(
+        "usage: space-api [options]\n"
+        "  --data-dir DIR          default SQLite location (default %s)\n"
+        "  --store URL             sqlite:PATH or postgresql://... (default sqlite:DATA/space.db)\n"
+        "  --store-key FILE        key sealing tokens in the store, 32 bytes, 0600; must exist\n"
+        "                          (default DATA/store.key, created on first start; replicas\n"
+        "                          on one PostgreSQL need the same file)\n"
+        "  --listen IP:PORT        REST API for API-key clients (default %s)\n"
+        "  --socket PATH           local admin socket for the CLI (default %s)\n"
+        "  --node-socket PATH      space-node's API (default %s)\n"
+        "  --tunnel-socket PATH    space-node's tunnel (default %s)\n"
+        "  --domain NAME           sandbox domain for {port}-{id}.NAME routing\n"
+        "  --ingress IP:PORT       sandbox traffic proxy listener\n"
+        "  --ingress-tls IP:PORT   the same proxy over TLS (https://{port}-{id}.DOMAIN)\n"
+        "  --ingress-cert FILE     its certificate chain (PEM; default: minted by the\n"
+        "                          deployment CA in DATA/ca.crt for *.DOMAIN)\n"
+        "  --ingress-key FILE      the key of --ingress-cert (PEM)\n"
+        "  --bootstrap-key FILE    create an API key into FILE if FILE does not exist\n"
+        "  --max-sandboxes N       capacity (default 64)\n"
+        "  --default-timeout SEC   E2B sandbox timeout (default 300)\n"
+        "  --max-connections N     public API connection cap (default from RLIMIT_NOFILE)\n"
+        "  --request-timeout SEC   time to send a whole request; idle keep-alive (default 30)\n"
+        "  --log-level LEVEL\n",
+        arg_data_dir, arg_listen, arg_socket, arg_node_socket, arg_tunnel_socket);
 }
 
 static int parse_args(int argc, char **argv)
@@ -296,8 +297,7 @@ static int load_store_key(struct store *s)
         r = snprintf(path, sizeof(path), "%s", arg_store_key) < (int)sizeof(path) ? 0 : -1;
     } else {
         (void)mkdir_p(arg_data_dir, 0700);
-        r = snprintf(path, sizeof(path), "%s/store.key", arg_data_dir) < (int)sizeof(path) ? 0
-                                                                                          : -1;
+        r = snprintf(path, sizeof(path), "%s/store.key", arg_data_dir) < (int)sizeof(path) ? 0 : -1;
     }
     if (r < 0) {
         return log_error_errno(-ENAMETOOLONG, "store key path too long");
@@ -434,7 +434,8 @@ int main(int argc, char **argv)
     }
     r = store_token_key_check(m.store, other_key);
     if (r < 0) {
-        log_error_errno(r, "the store holds tokens sealed with key %s, not with this "
+        log_error_errno(r,
+                        "the store holds tokens sealed with key %s, not with this "
                         "--store-key (%s): replicas on one store need the same key file",
                         other_key, key_id);
         goto out;
@@ -481,8 +482,8 @@ int main(int argc, char **argv)
                                : rlimit_conn_cap(nofile, API_FD_RESERVE, API_FD_SHARE, 1, 64),
         .request_deadline = (usec_t)arg_request_timeout * USEC_PER_SEC,
     };
-    r = api_listener_new(m.base, m.http, arg_listen, &limits, routes_dispatch,
-                         &m.public_listener, &public_listener);
+    r = api_listener_new(m.base, m.http, arg_listen, &limits, routes_dispatch, &m.public_listener,
+                         &public_listener);
     if (r < 0) {
         log_error_errno(r, "cannot listen on '%s': %m", arg_listen);
         goto out;

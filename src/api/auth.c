@@ -31,7 +31,8 @@ bool auth_equal(const char *a, const char *b)
     return n == strlen(b) && CRYPTO_memcmp(a, b, n) == 0;
 }
 
-int auth_key_create(struct store *s, const char *name, char **ret_key, struct store_api_key *ret_row)
+int auth_key_create(struct store *s, const char *name, char **ret_key,
+                    struct store_api_key *ret_row)
 {
     char hex[AUTH_KEY_HEX + 1], key[AUTH_KEY_LEN + 1], hash[65], id[33], prefix[16];
     int r;
@@ -46,7 +47,10 @@ int auth_key_create(struct store *s, const char *name, char **ret_key, struct st
     snprintf(key, sizeof(key), AUTH_KEY_PREFIX "%s", hex);
     snprintf(prefix, sizeof(prefix), "%.12s", key);
     auth_sha256_hex(key, hash);
-    struct store_api_key row = { .id = id, .name = (char *)name, .prefix = prefix, .hash = hash,
+    struct store_api_key row = { .id = id,
+                                 .name = (char *)name,
+                                 .prefix = prefix,
+                                 .hash = hash,
                                  .created_at = (int64_t)now_realtime() };
     r = store_api_key_insert(s, &row);
     if (r < 0) {
@@ -57,8 +61,10 @@ int auth_key_create(struct store *s, const char *name, char **ret_key, struct st
         return -ENOMEM;
     }
     if (ret_row) {
-        *ret_row = (struct store_api_key){ .id = strdup(id), .name = strdup(name),
-                                           .prefix = strdup(prefix), .hash = strdup(hash),
+        *ret_row = (struct store_api_key){ .id = strdup(id),
+                                           .name = strdup(name),
+                                           .prefix = strdup(prefix),
+                                           .hash = strdup(hash),
                                            .created_at = row.created_at };
     }
     return 0;

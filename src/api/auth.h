@@ -12,7 +12,8 @@
 #define AUTH_KEY_LEN (sizeof(AUTH_KEY_PREFIX) - 1 + AUTH_KEY_HEX)
 
 /* Makes a new key named name; *ret_key (caller frees) is the only copy of the secret. */
-int auth_key_create(struct store *s, const char *name, char **ret_key, struct store_api_key *ret_row);
+int auth_key_create(struct store *s, const char *name, char **ret_key,
+                    struct store_api_key *ret_row);
 /* 0 when key is a valid, stored key (and records its use); -EACCES otherwise. */
 int auth_key_verify(struct store *s, const char *key);
 /* sha256 hex of data into out (65 bytes). */

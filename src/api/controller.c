@@ -52,11 +52,11 @@ struct waiter {
 struct op_job {
     struct manager *m;
     enum operation_kind kind;
-    struct store_operation op;   /* owned copy */
-    struct store_sandbox sb;     /* owned copy; empty for an operation without a sandbox */
-    enum sandbox_state from;     /* sb's state when claimed */
+    struct store_operation op; /* owned copy */
+    struct store_sandbox sb;   /* owned copy; empty for an operation without a sandbox */
+    enum sandbox_state from;   /* sb's state when claimed */
     char *node_socket;
-    char *init_json;             /* create: the agent's /init body */
+    char *init_json; /* create: the agent's /init body */
     int r, status;
     char *error;
     json_t *timings; /* the node's per-phase create timings */
@@ -318,9 +318,12 @@ int controller_add_operation(struct manager *m, enum operation_kind kind, const 
     if (r < 0) {
         return r;
     }
-    struct store_operation op = { .id = ret_id, .kind = (char *)operation_kind_to_string(kind),
-                                  .sandbox_id = (char *)sandbox_id, .state = "pending",
-                                  .created_at = now, .updated_at = now };
+    struct store_operation op = { .id = ret_id,
+                                  .kind = (char *)operation_kind_to_string(kind),
+                                  .sandbox_id = (char *)sandbox_id,
+                                  .state = "pending",
+                                  .created_at = now,
+                                  .updated_at = now };
     r = store_operation_insert(m->store, &op);
     /* Inside the caller's transaction: a crash here leaves nothing behind. */
     return r < 0 ? r : op_fault(op.kind, "inserted");
@@ -330,7 +333,8 @@ int controller_add_operation(struct manager *m, enum operation_kind kind, const 
 static char *init_json_for(const struct store_sandbox *sb)
 {
     json_error_t err;
-    json_t *env = json_object(), *user_env = json_loads(sb->env_json ? sb->env_json : "{}", 0, &err);
+    json_t *env = json_object(),
+           *user_env = json_loads(sb->env_json ? sb->env_json : "{}", 0, &err);
     char ts[40];
     char *text;
 
@@ -342,8 +346,8 @@ static char *init_json_for(const struct store_sandbox *sb)
     }
     json_decref(user_env);
     sandbox_format_time(now_us(), ts);
-    json_t *init = json_pack("{s:o, s:s, s:s}", "envVars", env, "defaultUser", "user",
-                             "timestamp", ts);
+    json_t *init =
+        json_pack("{s:o, s:s, s:s}", "envVars", env, "defaultUser", "user", "timestamp", ts);
     if (init && sb->envd_access_token) {
         json_object_set_new(init, "accessToken", json_string(sb->envd_access_token));
     }
@@ -409,9 +413,11 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
     char *result = NULL;
     struct store_sandbox sb = { 0 };
     bool have_sb = op->sandbox_id && store_sandbox_get(m->store, op->sandbox_id, &sb) >= 0;
-    enum sandbox_state from = have_sb ? sandbox_state_from_string(sb.state) : _SANDBOX_STATE_INVALID;
-    enum sandbox_state to = !info ? _SANDBOX_STATE_INVALID : r >= 0 ? info->on_success
-                                                                    : info->on_failure;
+    enum sandbox_state from =
+        have_sb ? sandbox_state_from_string(sb.state) : _SANDBOX_STATE_INVALID;
+    enum sandbox_state to = !info    ? _SANDBOX_STATE_INVALID
+                            : r >= 0 ? info->on_success
+                                     : info->on_failure;
     int64_t now = now_us();
     int k;
 
@@ -431,9 +437,8 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
     }
     if (k >= 0 && have_sb && from >= 0 && to >= 0 && to != from) {
         /* A failed create keeps its reason on the sandbox; other outcomes keep its error. */
-        const char *sb_error = kind == OPERATION_KIND_CREATE && r < 0
-                                   ? (error ? error : "create failed")
-                                   : sb.error;
+        const char *sb_error =
+            kind == OPERATION_KIND_CREATE && r < 0 ? (error ? error : "create failed") : sb.error;
         k = set_sandbox_state(m, kind, sb.id, from, to, sb_error, now);
     }
     k = k < 0 ? (store_rollback(m->store), k) : store_commit(m->store);
@@ -598,8 +603,9 @@ void controller_kick(struct manager *m)
         } else if (r == -EOPNOTSUPP || r == -EBUSY) {
             char msg[128];
 
-            snprintf(msg, sizeof(msg), r == -EBUSY ? "%s cannot run in the sandbox's state"
-                                                   : "%s is not implemented yet",
+            snprintf(msg, sizeof(msg),
+                     r == -EBUSY ? "%s cannot run in the sandbox's state"
+                                 : "%s is not implemented yet",
                      op.kind);
             op_finish(m, &op, r, msg, r == -EBUSY ? 409 : 501, NULL);
         } else if (r < 0) {
@@ -800,8 +806,7 @@ static void sync_done(void *p)
         goto out;
     }
     /* On the node but not wanted: kill it there. */
-    json_array_foreach(j->node_list, i, v)
-    {
+    json_array_foreach (j->node_list, i, v) {
         const char *id = json_string_value(json_object_get(v, "id"));
         struct store_sandbox sb = { 0 };
         char op[33];
@@ -824,10 +829,9 @@ static void sync_done(void *p)
     if (store_sandbox_list(m->store, &f, &list, &n) >= 0) {
         for (size_t k = 0; k < n; k++) {
             bool found = false;
-            json_array_foreach(j->node_list, i, v)
-            {
-                found = found || strcmp(json_string_value(json_object_get(v, "id")) ?: "",
-                                        list[k].id) == 0;
+            json_array_foreach (j->node_list, i, v) {
+                found = found ||
+                        strcmp(json_string_value(json_object_get(v, "id")) ?: "", list[k].id) == 0;
             }
             if (!found && !sandbox_busy(m, list[k].id)) {
                 log_sandbox_warning(list[k].id, "the node no longer has this sandbox");
@@ -907,8 +911,7 @@ void controller_stop(struct manager *m)
     for (size_t i = 0; i < m->n_inflight; i++) {
         int r = store_operation_renew(m->store, m->inflight[i].id, m->owner_id, 0);
         if (r < 0 && r != -ESTALE) {
-            log_warning_errno(r, "cannot free the lease of operation %s: %m",
-                              m->inflight[i].id);
+            log_warning_errno(r, "cannot free the lease of operation %s: %m", m->inflight[i].id);
         } else if (r >= 0) {
             log_info("leaving operation %s to the next start", m->inflight[i].id);
         }

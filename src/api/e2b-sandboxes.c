@@ -42,11 +42,10 @@ static void reply_not_implemented(struct evhttp_request *req, const char *featur
     http_util_reply_error(req, 501, "%s is not implemented in space yet", feature);
 }
 
-
-#define CREATE_FIELDS                                                                            \
-    "templateID timeout metadata envVars secure allow_internet_access network autoPause "      \
+#define CREATE_FIELDS                                                                              \
+    "templateID timeout metadata envVars secure allow_internet_access network autoPause "          \
     "autoPauseMemory autoResume mcp iam volumeMounts"
-#define NETWORK_FIELDS \
+#define NETWORK_FIELDS                                                                             \
     "allowOut denyOut egressProxy rules allowPublicTraffic maskRequestHost httpsPorts"
 
 static bool is_empty(json_t *v)
@@ -155,8 +154,8 @@ static bool check_create_fields(struct evhttp_request *req, json_t *body)
     if (!routes_check_fields(req, network, "'network'", NETWORK_FIELDS)) {
         return false;
     }
-    static const char *const egress[] = { "allowOut", "denyOut", "egressProxy", "rules",
-                                          "maskRequestHost", "httpsPorts" };
+    static const char *const egress[] = { "allowOut", "denyOut",         "egressProxy",
+                                          "rules",    "maskRequestHost", "httpsPorts" };
     for (size_t i = 0; i < ARRAY_SIZE(egress); i++) {
         if (!is_empty(json_object_get(network, egress[i]))) {
             char what[96];
@@ -239,9 +238,13 @@ void e2b_sandbox_create(struct request_ctx *c)
         goto out;
     }
     struct lifecycle_create_params p = {
-        .template_id = template_id, .vcpus = E2B_DEFAULT_VCPUS,
-        .memory_mb = E2B_DEFAULT_MEMORY_MB, .disk_mb = E2B_DEFAULT_DISK_MB, .timeout_s = timeout,
-        .metadata = json_object_get(body, "metadata"), .env = json_object_get(body, "envVars"),
+        .template_id = template_id,
+        .vcpus = E2B_DEFAULT_VCPUS,
+        .memory_mb = E2B_DEFAULT_MEMORY_MB,
+        .disk_mb = E2B_DEFAULT_DISK_MB,
+        .timeout_s = timeout,
+        .metadata = json_object_get(body, "metadata"),
+        .env = json_object_get(body, "envVars"),
     };
     r = lifecycle_create(c->m, &p, id, op);
     if (r == -EAGAIN) {
@@ -320,8 +323,7 @@ static int body_seconds(struct request_ctx *c, const char *field, bool required,
     } else if (!t && !required) {
         r = 0;
     } else if (!json_is_integer(t) || json_integer_value(t) < 0) {
-        http_util_reply_error(c->req, 400, "'%s' must be a non-negative integer of seconds",
-                              field);
+        http_util_reply_error(c->req, 400, "'%s' must be a non-negative integer of seconds", field);
         r = -EINVAL;
     } else {
         *ret = json_integer_value(t);
@@ -456,8 +458,7 @@ static int parse_metadata_filter(const char *q, char ***ret)
     if (evhttp_parse_query_str(q, &pairs) < 0) {
         return -EINVAL;
     }
-    TAILQ_FOREACH(kv, &pairs, next)
-    {
+    TAILQ_FOREACH (kv, &pairs, next) {
         n++;
     }
     v = calloc(n + 1, sizeof(*v));
@@ -466,8 +467,7 @@ static int parse_metadata_filter(const char *q, char ***ret)
         return -ENOMEM;
     }
     n = 0;
-    TAILQ_FOREACH(kv, &pairs, next)
-    {
+    TAILQ_FOREACH (kv, &pairs, next) {
         char *k = evhttp_uridecode(kv->key, 0, NULL), *val = evhttp_uridecode(kv->value, 0, NULL);
         if (k && val && asprintf(&v[n], "%s=%s", k, val) >= 0) {
             n++;
@@ -493,8 +493,10 @@ static int list_time_filter(struct evhttp_request *req, const char *name, const 
                             int64_t *ret)
 {
     if (sandbox_parse_time(value, ret) < 0) {
-        http_util_reply_error(req, 400, "'%s' must be an RFC 3339 time, e.g. "
-                                        "2026-01-02T03:04:05Z, not '%s'", name, value);
+        http_util_reply_error(req, 400,
+                              "'%s' must be an RFC 3339 time, e.g. "
+                              "2026-01-02T03:04:05Z, not '%s'",
+                              name, value);
         return -EINVAL;
     }
     return 0;

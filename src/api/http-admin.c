@@ -61,8 +61,11 @@ void http_relay_to_node(struct request_ctx *c, const char *method, const char *p
         http_util_reply_error(c->req, 500, "out of memory");
         return;
     }
-    *j = (struct relay_job){ .req = c->req, .body = body, .timeout = timeout,
-                             .node_socket = strdup(c->m->node_socket), .method = strdup(method),
+    *j = (struct relay_job){ .req = c->req,
+                             .body = body,
+                             .timeout = timeout,
+                             .node_socket = strdup(c->m->node_socket),
+                             .method = strdup(method),
                              .path = strdup(path) };
     if (!j->node_socket || !j->method || !j->path) {
         relay_job_free(j);
@@ -105,8 +108,8 @@ void http_info(struct request_ctx *c)
 
 static json_t *key_to_json(const struct store_api_key *k)
 {
-    return json_pack("{s:s, s:s, s:s, s:I, s:I}", "id", k->id, "name", k->name, "prefix",
-                     k->prefix, "created_at_us", (json_int_t)k->created_at, "last_used_at_us",
+    return json_pack("{s:s, s:s, s:s, s:I, s:I}", "id", k->id, "name", k->name, "prefix", k->prefix,
+                     "created_at_us", (json_int_t)k->created_at, "last_used_at_us",
                      (json_int_t)k->last_used_at);
 }
 

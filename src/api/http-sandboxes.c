@@ -32,13 +32,12 @@ static json_t *operation_to_json(const struct store_operation *op)
     json_error_t err;
     json_t *result = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
     return json_pack("{s:s, s:s, s:s*, s:s, s:s*, s:o, s:I, s:I}", "id", op->id, "kind", op->kind,
-                     "sandbox_id", op->sandbox_id, "state", op->state, "error", op->error,
-                     "result", result ? result : json_null(), "created_at_us",
-                     (json_int_t)op->created_at, "updated_at_us", (json_int_t)op->updated_at);
+                     "sandbox_id", op->sandbox_id, "state", op->state, "error", op->error, "result",
+                     result ? result : json_null(), "created_at_us", (json_int_t)op->created_at,
+                     "updated_at_us", (json_int_t)op->updated_at);
 }
 
-static void reply_sandbox(struct manager *m, struct evhttp_request *req, int status,
-                          const char *id)
+static void reply_sandbox(struct manager *m, struct evhttp_request *req, int status, const char *id)
 {
     struct store_sandbox sb = { 0 };
     if (store_sandbox_get(m->store, id, &sb) < 0) {
@@ -81,8 +80,9 @@ static int body_int(struct request_ctx *c, json_t *body, const char *key, int64_
 void http_sandbox_create(struct request_ctx *c)
 {
     char id[SANDBOX_ID_LEN + 1], op[33];
-    struct lifecycle_create_params p = { .template_id = "base", .vcpus = 1, .memory_mb = 512,
-                                         .disk_mb = 2048 };
+    struct lifecycle_create_params p = {
+        .template_id = "base", .vcpus = 1, .memory_mb = 512, .disk_mb = 2048
+    };
     json_t *body = http_util_body_json(c->req), *t;
     const char *bad;
     int r;
@@ -159,13 +159,15 @@ void http_sandbox_list(struct request_ctx *c)
     if ((limit_s && (parse_u32(limit_s, &limit) < 0 || limit == 0 || limit > 1000)) ||
         (after && !sandbox_id_is_valid(after)) || (md && !strchr(md, '=')) ||
         (order && strcmp(order, "asc") != 0 && strcmp(order, "desc") != 0)) {
-        http_util_reply_error(c->req, 400, "invalid query: limit 1..1000, after an id, "
-                                           "metadata key=value, order asc or desc");
+        http_util_reply_error(c->req, 400,
+                              "invalid query: limit 1..1000, after an id, "
+                              "metadata key=value, order asc or desc");
         goto out;
     }
     struct store_sandbox_filter f = { .states = state ? states : NULL,
                                       .metadata = md ? pairs : NULL,
-                                      .include_killed = state != NULL, .after_id = after,
+                                      .include_killed = state != NULL,
+                                      .after_id = after,
                                       .descending = order && strcmp(order, "desc") == 0,
                                       .limit = limit + 1 };
     int r = store_sandbox_list(c->m->store, &f, &list, &n);
@@ -177,9 +179,9 @@ void http_sandbox_list(struct request_ctx *c)
     for (size_t i = 0; i < n && i < limit; i++) {
         json_array_append_new(arr, sandbox_to_json(&list[i]));
     }
-    http_util_reply_json(c->req, 200,
-                         json_pack("{s:o, s:s?}", "sandboxes", arr, "next",
-                                   n > limit ? list[limit - 1].id : NULL));
+    http_util_reply_json(
+        c->req, 200,
+        json_pack("{s:o, s:s?}", "sandboxes", arr, "next", n > limit ? list[limit - 1].id : NULL));
 out:
     store_sandbox_list_free(list, n);
     free(state);

@@ -164,7 +164,7 @@ int ingress_head_route(const struct ingress_head_request *req, const char *domai
         const char *colon = memchr(hostname.p, ':', hostname.n);
         if (colon) {
             struct http1_span port_part = { colon + 1,
-                                                   hostname.n - (size_t)(colon - hostname.p) - 1 };
+                                            hostname.n - (size_t)(colon - hostname.p) - 1 };
             for (size_t i = 0; i < port_part.n; i++) {
                 if (!is_digit(port_part.p[i])) {
                     error = "invalid host";

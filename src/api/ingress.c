@@ -97,7 +97,7 @@
  * tunnel, and after 101 the relay's two duplicates and two pipes.
  */
 #define INGRESS_FDS_PER_CONN 6
-#define INGRESS_MAX_PER_SANDBOX_MIN 64 /* per sandbox: an eighth of the cap, at least this */
+#define INGRESS_MAX_PER_SANDBOX_MIN 64      /* per sandbox: an eighth of the cap, at least this */
 #define INGRESS_UNAUTH_BODY_MAX (64u << 20) /* signed /files uploads (no token) */
 #define INGRESS_ACCEPT_RETRY_MSEC 100
 #define INGRESS_KEEPALIVE_SEC 60 /* waiting for the next request on a kept-alive connection */
@@ -124,20 +124,20 @@ struct ingress_conn {
     bool lingering;
     char id[SANDBOX_ID_LEN + 1]; /* "" until routed */
     uint16_t port;
-    bool html;                     /* our error pages as HTML (Accept prefers it) */
-    bool upgrade;                  /* the request asks for a protocol switch */
-    bool sent_response;            /* response bytes went to the client: no error page any more */
-    bool head_request;             /* HEAD: the response has no body */
-    bool keep_alive;               /* another request may follow this exchange */
-    bool head_started;             /* the next request's first bytes arrived (keep-alive) */
-    unsigned requests;             /* served on this connection so far */
-    struct sockaddr_storage peer;  /* for listener_release() */
+    bool html;                    /* our error pages as HTML (Accept prefers it) */
+    bool upgrade;                 /* the request asks for a protocol switch */
+    bool sent_response;           /* response bytes went to the client: no error page any more */
+    bool head_request;            /* HEAD: the response has no body */
+    bool keep_alive;              /* another request may follow this exchange */
+    bool head_started;            /* the next request's first bytes arrived (keep-alive) */
+    unsigned requests;            /* served on this connection so far */
+    struct sockaddr_storage peer; /* for listener_release() */
     bool has_peer;
-    struct relay *relay;           /* CONN_RELAY: after 101, both sockets are the relay's */
-    struct http1_body body; /* the request's */
+    struct relay *relay;         /* CONN_RELAY: after 101, both sockets are the relay's */
+    struct http1_body body;      /* the request's */
     struct http1_body resp_body; /* the final response's */
-    struct headbuf head;                /* request head, then the response heads */
-    struct strbuf forward;              /* request head to send once the tunnel is open */
+    struct headbuf head;         /* request head, then the response heads */
+    struct strbuf forward;       /* request head to send once the tunnel is open */
     bool client_eof, upstream_eof, client_shut, upstream_shut;
 };
 
@@ -145,7 +145,7 @@ struct ingress {
     struct event_base *base;
     struct listener *listener;
     char *domain;
-    SSL_CTX *tls;            /* NULL: plain HTTP */
+    SSL_CTX *tls; /* NULL: plain HTTP */
     ingress_lookup_fn lookup;
     void *userdata;
     uint16_t port;
@@ -680,8 +680,7 @@ static int down_final_head(struct ingress_conn *c, const struct http1_response *
             resp->status != 304) {
             c->keep_alive = false;
         }
-        r = http1_rewrite_response(c->head.buf, resp, c->keep_alive ? "keep-alive" : "close",
-                                   &sb);
+        r = http1_rewrite_response(c->head.buf, resp, c->keep_alive ? "keep-alive" : "close", &sb);
         if (r >= 0 && evbuffer_add(out, sb.buf, sb.len) < 0) {
             r = -ENOMEM;
         }
@@ -933,10 +932,7 @@ static void start_proxy(struct ingress_conn *c)
     struct evbuffer *up_out = bufferevent_get_output(c->upstream);
 
     c->state = CONN_PROXY;
-    c->up = c->upgrade      ? UP_HOLD
-            : !c->body.done ? UP_BODY
-            : c->keep_alive ? UP_NEXT
-                            : UP_DISCARD;
+    c->up = c->upgrade ? UP_HOLD : !c->body.done ? UP_BODY : c->keep_alive ? UP_NEXT : UP_DISCARD;
     c->down = DOWN_HEAD;
     if (evbuffer_add(up_out, c->forward.buf, c->forward.len) < 0) {
         conn_close(c, "out of memory");
@@ -1156,9 +1152,9 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
         }
         /* What passes without the token gets a small body: none for /health. */
         if (target.has_token && envd_token_exempt(&req) &&
-            (req.http.chunked || req.http.content_length > (http1_span_eq(req.http.path, "/health")
-                                                                ? 0
-                                                                : INGRESS_UNAUTH_BODY_MAX))) {
+            (req.http.chunked ||
+             req.http.content_length >
+                 (http1_span_eq(req.http.path, "/health") ? 0 : INGRESS_UNAUTH_BODY_MAX))) {
             explicit_bzero(target.access_token, sizeof(target.access_token));
             conn_reply(c, req.http.chunked ? 411 : 413,
                        req.http.chunked ? "a length is required without an access token"
@@ -1346,9 +1342,8 @@ static void accept_cb(struct listener *l, int fd, const struct sockaddr *sa, soc
     }
     if (ig->tls) {
         SSL *ssl = SSL_new(ig->tls);
-        c->client = ssl ? bufferevent_openssl_socket_new(ig->base, fd, ssl,
-                                                         BUFFEREVENT_SSL_ACCEPTING,
-                                                         BEV_OPT_CLOSE_ON_FREE)
+        c->client = ssl ? bufferevent_openssl_socket_new(
+                              ig->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
                         : NULL;
         if (!c->client) {
             SSL_free(ssl);

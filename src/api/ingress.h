@@ -31,7 +31,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-
 struct event_base;
 struct ingress;
 

@@ -29,8 +29,7 @@ const char *lifecycle_check_string_map(json_t *j, const char *name)
     if (!json_is_object(j)) {
         return name;
     }
-    json_object_foreach(j, key, v)
-    {
+    json_object_foreach (j, key, v) {
         if (!json_is_string(v) || !*key || strlen(key) > 256) {
             return name;
         }
@@ -80,11 +79,20 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
         goto out;
     }
     struct store_sandbox sb = {
-        .id = ret_id, .template_id = (char *)p->template_id, .client_id = SANDBOX_CLIENT_ID,
-        .state = SANDBOX_STATE_CREATING, .desired_state = SANDBOX_STATE_RUNNING,
-        .node_id = "local", .metadata_json = metadata, .env_json = env,
-        .envd_access_token = token, .vcpus = p->vcpus, .memory_mb = p->memory_mb,
-        .disk_mb = p->disk_mb, .created_at = now, .updated_at = now,
+        .id = ret_id,
+        .template_id = (char *)p->template_id,
+        .client_id = SANDBOX_CLIENT_ID,
+        .state = SANDBOX_STATE_CREATING,
+        .desired_state = SANDBOX_STATE_RUNNING,
+        .node_id = "local",
+        .metadata_json = metadata,
+        .env_json = env,
+        .envd_access_token = token,
+        .vcpus = p->vcpus,
+        .memory_mb = p->memory_mb,
+        .disk_mb = p->disk_mb,
+        .created_at = now,
+        .updated_at = now,
         .end_at = p->timeout_s > 0 ? now + p->timeout_s * (int64_t)USEC_PER_SEC : 0,
     };
     r = store_begin(m->store);

@@ -38,16 +38,16 @@ struct manager {
     struct event *tick, *sigterm, *sigint;
     const char *node_socket;
     const char *tunnel_socket;
-    const char *domain;        /* for E2B `domain` and Host routing; may be NULL */
+    const char *domain;         /* for E2B `domain` and Host routing; may be NULL */
     const char *ingress_listen; /* IP:PORT of the sandbox ingress, or NULL */
-    int64_t default_timeout_s; /* E2B: 300 */
+    int64_t default_timeout_s;  /* E2B: 300 */
     int64_t max_timeout_s;
     unsigned max_sandboxes;
-    unsigned jobs;             /* worker jobs in flight */
+    unsigned jobs; /* worker jobs in flight */
     struct waiter *waiters;
     struct inflight_op *inflight; /* operations a worker is running, leased by owner_id */
     size_t n_inflight;
-    char owner_id[33];         /* this process's lease owner id: random per start */
+    char owner_id[33]; /* this process's lease owner id: random per start */
     usec_t last_node_sync;
     bool stopping;
 };

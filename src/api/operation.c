@@ -6,11 +6,11 @@
 #include "basic/macro.h"
 
 static const char *const sandbox_state_table[_SANDBOX_STATE_MAX] = {
-    [SANDBOX_CREATING] = "creating",         [SANDBOX_RUNNING] = "running",
-    [SANDBOX_PAUSING] = "pausing",           [SANDBOX_PAUSED] = "paused",
-    [SANDBOX_RESUMING] = "resuming",         [SANDBOX_SNAPSHOTTING] = "snapshotting",
-    [SANDBOX_SUSPENDING] = "suspending",     [SANDBOX_SUSPENDED] = "suspended",
-    [SANDBOX_RESTORING] = "restoring",       [SANDBOX_KILLED] = "killed",
+    [SANDBOX_CREATING] = "creating",     [SANDBOX_RUNNING] = "running",
+    [SANDBOX_PAUSING] = "pausing",       [SANDBOX_PAUSED] = "paused",
+    [SANDBOX_RESUMING] = "resuming",     [SANDBOX_SNAPSHOTTING] = "snapshotting",
+    [SANDBOX_SUSPENDING] = "suspending", [SANDBOX_SUSPENDED] = "suspended",
+    [SANDBOX_RESTORING] = "restoring",   [SANDBOX_KILLED] = "killed",
 };
 
 #define NONE _SANDBOX_STATE_INVALID
@@ -142,5 +142,6 @@ bool operation_transition_is_valid(enum operation_kind kind, enum sandbox_state 
     }
     from_ok = (info->from & SANDBOX_STATE_BIT(from)) || from == info->transitional ||
               (info->creates && from == SANDBOX_CREATING);
-    return from_ok && (to == info->transitional || to == info->on_success || to == info->on_failure);
+    return from_ok &&
+           (to == info->transitional || to == info->on_success || to == info->on_failure);
 }

@@ -56,10 +56,10 @@ enum operation_busy {
 #define SANDBOX_STATE_BIT(s) (1u << (s))
 
 struct operation_kind_info {
-    const char *name;        /* the store's and the native API's kind string */
-    bool implemented;        /* false: refused with 501 until its issue fills it in */
-    bool creates;            /* makes the sandbox: no source state */
-    unsigned from;           /* SANDBOX_STATE_BIT()s it may start from */
+    const char *name;                /* the store's and the native API's kind string */
+    bool implemented;                /* false: refused with 501 until its issue fills it in */
+    bool creates;                    /* makes the sandbox: no source state */
+    unsigned from;                   /* SANDBOX_STATE_BIT()s it may start from */
     enum sandbox_state transitional; /* while it runs; _SANDBOX_STATE_INVALID = unchanged */
     enum sandbox_state on_success;   /* _SANDBOX_STATE_INVALID = unchanged */
     enum sandbox_state on_failure;   /* _SANDBOX_STATE_INVALID = unchanged */

@@ -87,8 +87,9 @@ static const struct route {
       "egress network policy (Sandbox.updateNetwork)" },
     { EVHTTP_REQ_GET, "/snapshots", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
       "snapshots (Sandbox.listSnapshots)" },
-#define TEMPLATES "template builds and management through the E2B API (space builds with POST " \
-                  "/v1/templates/{name}/build)"
+#define TEMPLATES                                                                                  \
+    "template builds and management through the E2B API (space builds with POST "                  \
+    "/v1/templates/{name}/build)"
     { EVHTTP_REQ_POST, "/v3/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
     { EVHTTP_REQ_GET, "/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
     { EVHTTP_REQ_POST, "/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
@@ -114,8 +115,8 @@ static const struct route {
       TEMPLATES },
     { EVHTTP_REQ_GET, "/templates/{*}/files/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
       TEMPLATES },
-    { EVHTTP_REQ_POST, "/templates/{*}/builds/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE,
-      Q_ANY, TEMPLATES },
+    { EVHTTP_REQ_POST, "/templates/{*}/builds/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
+      TEMPLATES },
     { EVHTTP_REQ_POST, "/v2/templates/{*}/builds/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE,
       Q_ANY, TEMPLATES },
     { EVHTTP_REQ_GET, "/templates/{*}/builds/{*}/status", e2b_not_implemented, AUTH_KEY, ID_NONE,
@@ -254,8 +255,7 @@ const char *routes_unknown_field(json_t *obj, const char *known)
     const char *key;
     json_t *v;
 
-    json_object_foreach(obj, key, v)
-    {
+    json_object_foreach (obj, key, v) {
         if (!word_in(known, key)) {
             return key;
         }
@@ -291,8 +291,7 @@ static bool query_allowed(struct evhttp_request *req, const char *allowed)
         http_util_reply_error(req, 400, "invalid query string");
         return false;
     }
-    TAILQ_FOREACH(kv, &params, next)
-    {
+    TAILQ_FOREACH (kv, &params, next) {
         if (!word_in(allowed, kv->key)) {
             if (allowed) {
                 http_util_reply_error(req, 400, "unknown query parameter '%.64s' (known: %s)",

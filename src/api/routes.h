@@ -14,8 +14,8 @@
 struct request_ctx {
     struct manager *m;
     struct evhttp_request *req;
-    const char *id;   /* the {id} path segment, validated when the route names one */
-    bool admin;       /* came in on the local Unix socket */
+    const char *id;      /* the {id} path segment, validated when the route names one */
+    bool admin;          /* came in on the local Unix socket */
     const char *feature; /* what a 501 route lacks (e2b_not_implemented) */
 };
 

@@ -89,8 +89,8 @@ json_t *sandbox_to_e2b_detail(const struct store_sandbox *sb, const char *domain
                   started, "endAt", end, "envdVersion", SANDBOX_ENVD_VERSION, "cpuCount",
                   (json_int_t)sb->vcpus, "memoryMB", (json_int_t)sb->memory_mb, "diskSizeMB",
                   (json_int_t)sb->disk_mb, "state",
-                  strcmp(sb->state, SANDBOX_STATE_KILLED) == 0 ? "killed" : "running",
-                  "metadata", json_from_text(sb->metadata_json));
+                  strcmp(sb->state, SANDBOX_STATE_KILLED) == 0 ? "killed" : "running", "metadata",
+                  json_from_text(sb->metadata_json));
     if (!j) {
         return NULL;
     }
@@ -101,8 +101,8 @@ json_t *sandbox_to_e2b_detail(const struct store_sandbox *sb, const char *domain
         json_object_set_new(j, "alias", json_string(sb->alias));
     }
     json_object_set_new(j, "domain", domain ? json_string(domain) : json_null());
-    json_object_set_new(j, "lifecycle", json_pack("{s:b, s:s}", "autoResume", 0, "onTimeout",
-                                                  "kill"));
+    json_object_set_new(j, "lifecycle",
+                        json_pack("{s:b, s:s}", "autoResume", 0, "onTimeout", "kill"));
     return j;
 }
 

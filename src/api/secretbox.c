@@ -176,8 +176,8 @@ int secretbox_seal(const struct secretbox_key *key, const char *aad, const char 
         EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, NONCE_LEN, NULL) != 1 ||
         EVP_EncryptInit_ex(ctx, NULL, NULL, key->bytes, raw) != 1 ||
         EVP_EncryptUpdate(ctx, NULL, &n, (const uint8_t *)aad, (int)strlen(aad)) != 1 ||
-        (len > 0 && EVP_EncryptUpdate(ctx, raw + NONCE_LEN, &n, (const uint8_t *)plaintext,
-                                      (int)len) != 1) ||
+        (len > 0 &&
+         EVP_EncryptUpdate(ctx, raw + NONCE_LEN, &n, (const uint8_t *)plaintext, (int)len) != 1) ||
         EVP_EncryptFinal_ex(ctx, raw + NONCE_LEN + len, &n) != 1 ||
         EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, TAG_LEN, raw + NONCE_LEN + len) != 1) {
         goto out;
@@ -197,8 +197,7 @@ out:
 }
 
 /* Splits "v1.KEYID.B64" and checks its shape; *ret_b64 points into sealed. */
-static int parse_sealed(const char *sealed, char id[SECRETBOX_KEY_ID_LEN + 1],
-                        const char **ret_b64)
+static int parse_sealed(const char *sealed, char id[SECRETBOX_KEY_ID_LEN + 1], const char **ret_b64)
 {
     const char *p;
 
@@ -227,8 +226,7 @@ int secretbox_sealed_key_id(const char *sealed, char out[SECRETBOX_KEY_ID_LEN + 
     return parse_sealed(sealed, out, &b64);
 }
 
-int secretbox_open(const struct secretbox_key *key, const char *aad, const char *sealed,
-                   char **ret)
+int secretbox_open(const struct secretbox_key *key, const char *aad, const char *sealed, char **ret)
 {
     char id[SECRETBOX_KEY_ID_LEN + 1];
     EVP_CIPHER_CTX *ctx = NULL;
@@ -287,8 +285,7 @@ int secretbox_open(const struct secretbox_key *key, const char *aad, const char 
         EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, NONCE_LEN, NULL) != 1 ||
         EVP_DecryptInit_ex(ctx, NULL, NULL, key->bytes, raw) != 1 ||
         EVP_DecryptUpdate(ctx, NULL, &n, (const uint8_t *)aad, (int)strlen(aad)) != 1 ||
-        (len > 0 &&
-         EVP_DecryptUpdate(ctx, (uint8_t *)plain, &n, raw + NONCE_LEN, (int)len) != 1) ||
+        (len > 0 && EVP_DecryptUpdate(ctx, (uint8_t *)plain, &n, raw + NONCE_LEN, (int)len) != 1) ||
         EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, TAG_LEN, raw + NONCE_LEN + len) != 1 ||
         EVP_DecryptFinal_ex(ctx, (uint8_t *)plain + len, &n) != 1) {
         goto out; /* the tag did not match: another key, other aad, or changed bytes */

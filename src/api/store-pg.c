@@ -5,8 +5,8 @@
  * One connection, opened from the URL with client_encoding forced to UTF8
  * and, unless the URL says otherwise, a 10 s connect timeout. Every
  * statement goes through PQexecParams() with text parameters (integers are
- * printed here); the SQL text is store.c's and never contains a value. Server notices ("relation already exists,
- * skipping") go to the debug log instead of libpq's default, stderr.
+ * printed here); the SQL text is store.c's and never contains a value. Server notices ("relation
+ * already exists, skipping") go to the debug log instead of libpq's default, stderr.
  *
  * Lost connections: before a statement, a connection known to be broken is
  * reset; a statement that fails because the connection dropped is retried

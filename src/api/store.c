@@ -75,9 +75,12 @@
 /* The same columns one by one, for column-level updates: entry i is bit i of
  * enum store_sandbox_field and parameter i + 2 of the whole-row statements. */
 static const char *const sandbox_field_columns[] = {
-    "template_id", "alias",     "client_id",  "state",   "desired_state", "node_id",
-    "metadata",    "env",       "envd_access_token_sealed", "error", "vcpus", "memory_mb",
-    "disk_mb",     "created_at", "updated_at", "end_at",
+    "template_id", "alias",         "client_id",
+    "state",       "desired_state", "node_id",
+    "metadata",    "env",           "envd_access_token_sealed",
+    "error",       "vcpus",         "memory_mb",
+    "disk_mb",     "created_at",    "updated_at",
+    "end_at",
 };
 #define OPERATION_COLUMNS                                                                          \
     "id, kind, sandbox_id, state, error, result, created_at, updated_at, lease_owner, "            \
@@ -89,8 +92,9 @@ static const char *const sandbox_field_columns[] = {
 #define STORE_OPERATION_N_PARAMS 11
 #define STORE_API_KEY_N_PARAMS 6
 
-static const char sql_migrations_table[] = "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                                           "version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)";
+static const char sql_migrations_table[] =
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    "version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)";
 static const char sql_migration_applied[] =
     "SELECT version FROM schema_migrations WHERE version = $1";
 static const char sql_migration_record[] =
@@ -470,7 +474,6 @@ struct store_rows {
 };
 static void store_rows_release(struct store_rows *rows);
 
-
 /* Copies a text column; SQL NULL stays NULL. */
 static int dup_text(const struct store_value *v, char **ret)
 {
@@ -709,7 +712,6 @@ struct store_query {
     size_t n_owned;
 };
 static void store_query_release(struct store_query *q);
-
 
 static int sandbox_list_query(const struct store_sandbox_filter *f, int64_t cursor_created_at,
                               store_metadata_clause_fn metadata_clause, struct store_query *ret)
@@ -983,8 +985,7 @@ static int token_open_row(struct store *s, struct store_sandbox *sb)
         if (sb->state && strcmp(sb->state, "killed") == 0) {
             return 0;
         }
-        log_warning_errno(r, "store: cannot open the envd access token of sandbox %s: %m",
-                          sb->id);
+        log_warning_errno(r, "store: cannot open the envd access token of sandbox %s: %m", sb->id);
     }
     return r;
 }
@@ -1121,8 +1122,7 @@ static int seal_legacy_tokens(struct store *s)
 
         r = token_seal(s, l.ids[i], l.tokens[i], &sealed);
         if (r >= 0) {
-            const struct store_param p[] = { STORE_PARAM_TEXT(l.ids[i]),
-                                             STORE_PARAM_TEXT(sealed) };
+            const struct store_param p[] = { STORE_PARAM_TEXT(l.ids[i]), STORE_PARAM_TEXT(sealed) };
             r = run(s, sql_seal, false, p, ARRAY_SIZE(p), NULL, NULL, NULL);
         }
         free(sealed);
@@ -1582,8 +1582,8 @@ int store_operation_list_unfinished(struct store *s, struct store_operation **re
     if (!s || !ret || !ret_n) {
         return -EINVAL;
     }
-    r = get_all(s, sql_operation_list_unfinished, true, NULL, 0, store_rows_init_operation,
-                &items, ret_n);
+    r = get_all(s, sql_operation_list_unfinished, true, NULL, 0, store_rows_init_operation, &items,
+                ret_n);
     if (r >= 0) {
         *ret = items;
     }
@@ -1715,4 +1715,3 @@ int store_api_key_touch(struct store *s, const char *id, int64_t used_at)
     }
     return change_one(s, sql_api_key_touch, true, p, ARRAY_SIZE(p), -ENOENT);
 }
-

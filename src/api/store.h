@@ -29,23 +29,23 @@ struct secretbox_key;
  * sandbox.h ("creating", "running", "paused", "killed", ...).
  */
 struct store_sandbox {
-    char *id;              /* 20 chars [a-z0-9] */
+    char *id; /* 20 chars [a-z0-9] */
     char *template_id;
-    char *alias;           /* may be NULL */
+    char *alias; /* may be NULL */
     char *client_id;
-    char *state;           /* observed */
+    char *state; /* observed */
     char *desired_state;
-    char *node_id;         /* may be NULL until placed */
-    char *metadata_json;   /* object, "{}" when none */
-    char *env_json;        /* object, "{}" when none */
+    char *node_id;           /* may be NULL until placed */
+    char *metadata_json;     /* object, "{}" when none */
+    char *env_json;          /* object, "{}" when none */
     char *envd_access_token; /* may be NULL; plaintext here, sealed at rest (store_set_token_key) */
-    char *error;           /* may be NULL */
+    char *error;             /* may be NULL */
     int64_t vcpus;
     int64_t memory_mb;
     int64_t disk_mb;
     int64_t created_at;
     int64_t updated_at;
-    int64_t end_at;        /* when the timeout kills it; 0 = never */
+    int64_t end_at; /* when the timeout kills it; 0 = never */
 };
 
 struct store_sandbox_filter {
@@ -54,12 +54,12 @@ struct store_sandbox_filter {
     const char *template_id;     /* rows whose template_id or alias equals it; NULL = any */
     const int64_t *started_after;  /* created_at >= *started_after; NULL = unbounded */
     const int64_t *started_before; /* created_at < *started_before; NULL = unbounded */
-    bool include_killed;         /* killed rows are hidden unless asked for */
-    bool hide_dying;             /* also hide rows whose desired_state is killed (being killed) */
-    bool descending;             /* newest first: (created_at, id) descending */
-    const char *after_id;        /* pagination: rows strictly after this id's position in the
-                                    order above (either direction); NULL = from the start */
-    size_t limit;                /* 0 = no limit */
+    bool include_killed;           /* killed rows are hidden unless asked for */
+    bool hide_dying;               /* also hide rows whose desired_state is killed (being killed) */
+    bool descending;               /* newest first: (created_at, id) descending */
+    const char *after_id;          /* pagination: rows strictly after this id's position in the
+                                      order above (either direction); NULL = from the start */
+    size_t limit;                  /* 0 = no limit */
 };
 
 /*
@@ -95,26 +95,26 @@ enum store_sandbox_field {
  * operation whose runner died is taken over once its lease expires.
  */
 struct store_operation {
-    char *id;              /* 32 hex chars */
-    char *kind;            /* "sandbox.create", "sandbox.kill", ... */
-    char *sandbox_id;      /* may be NULL */
-    char *state;           /* "pending", "running", "succeeded", "failed" */
-    char *error;           /* may be NULL */
-    char *result_json;     /* may be NULL */
+    char *id;          /* 32 hex chars */
+    char *kind;        /* "sandbox.create", "sandbox.kill", ... */
+    char *sandbox_id;  /* may be NULL */
+    char *state;       /* "pending", "running", "succeeded", "failed" */
+    char *error;       /* may be NULL */
+    char *result_json; /* may be NULL */
     int64_t created_at;
     int64_t updated_at;
-    char *lease_owner;     /* the controller running it; NULL when none */
+    char *lease_owner;        /* the controller running it; NULL when none */
     int64_t lease_expires_at; /* the lease is free at or after this time; 0 = free */
-    int64_t attempts;      /* how many times it was claimed */
+    int64_t attempts;         /* how many times it was claimed */
 };
 
 struct store_api_key {
-    char *id;              /* 32 hex chars */
+    char *id; /* 32 hex chars */
     char *name;
-    char *prefix;          /* first characters of the key, shown in listings */
-    char *hash;            /* sha256 hex of the whole key; the key itself is never stored */
+    char *prefix; /* first characters of the key, shown in listings */
+    char *hash;   /* sha256 hex of the whole key; the key itself is never stored */
     int64_t created_at;
-    int64_t last_used_at;  /* 0 = never */
+    int64_t last_used_at; /* 0 = never */
 };
 
 /* "sqlite:PATH", a bare path (SQLite), or "postgresql://..." / "postgres://...". */

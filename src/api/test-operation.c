@@ -75,37 +75,37 @@ static void test_operation_check_start(void **state)
 static void test_operation_transitions(void **state)
 {
     /* create: creating -> running | killed */
-    assert_true(operation_transition_is_valid(OPERATION_KIND_CREATE, SANDBOX_CREATING,
-                                              SANDBOX_RUNNING));
-    assert_true(operation_transition_is_valid(OPERATION_KIND_CREATE, SANDBOX_CREATING,
-                                              SANDBOX_KILLED));
-    assert_false(operation_transition_is_valid(OPERATION_KIND_CREATE, SANDBOX_CREATING,
-                                               SANDBOX_PAUSED));
-    assert_false(operation_transition_is_valid(OPERATION_KIND_CREATE, SANDBOX_RUNNING,
-                                               SANDBOX_KILLED));
+    assert_true(
+        operation_transition_is_valid(OPERATION_KIND_CREATE, SANDBOX_CREATING, SANDBOX_RUNNING));
+    assert_true(
+        operation_transition_is_valid(OPERATION_KIND_CREATE, SANDBOX_CREATING, SANDBOX_KILLED));
+    assert_false(
+        operation_transition_is_valid(OPERATION_KIND_CREATE, SANDBOX_CREATING, SANDBOX_PAUSED));
+    assert_false(
+        operation_transition_is_valid(OPERATION_KIND_CREATE, SANDBOX_RUNNING, SANDBOX_KILLED));
     /* kill: anything alive -> killed; killed stays killed */
     for (int s = 0; s < _SANDBOX_STATE_MAX; s++) {
         assert_true(operation_transition_is_valid(OPERATION_KIND_KILL, (enum sandbox_state)s,
                                                   SANDBOX_KILLED));
     }
-    assert_false(operation_transition_is_valid(OPERATION_KIND_KILL, SANDBOX_KILLED,
-                                               SANDBOX_RUNNING));
-    assert_false(operation_transition_is_valid(OPERATION_KIND_KILL, SANDBOX_RUNNING,
-                                               SANDBOX_PAUSED));
+    assert_false(
+        operation_transition_is_valid(OPERATION_KIND_KILL, SANDBOX_KILLED, SANDBOX_RUNNING));
+    assert_false(
+        operation_transition_is_valid(OPERATION_KIND_KILL, SANDBOX_RUNNING, SANDBOX_PAUSED));
     /* pause (the row the pause issue fills in): running -> pausing -> paused | running */
-    assert_true(operation_transition_is_valid(OPERATION_KIND_PAUSE, SANDBOX_RUNNING,
-                                              SANDBOX_PAUSING));
-    assert_true(operation_transition_is_valid(OPERATION_KIND_PAUSE, SANDBOX_PAUSING,
-                                              SANDBOX_PAUSED));
-    assert_true(operation_transition_is_valid(OPERATION_KIND_PAUSE, SANDBOX_PAUSING,
-                                              SANDBOX_RUNNING));
-    assert_false(operation_transition_is_valid(OPERATION_KIND_PAUSE, SANDBOX_SUSPENDED,
-                                               SANDBOX_PAUSED));
+    assert_true(
+        operation_transition_is_valid(OPERATION_KIND_PAUSE, SANDBOX_RUNNING, SANDBOX_PAUSING));
+    assert_true(
+        operation_transition_is_valid(OPERATION_KIND_PAUSE, SANDBOX_PAUSING, SANDBOX_PAUSED));
+    assert_true(
+        operation_transition_is_valid(OPERATION_KIND_PAUSE, SANDBOX_PAUSING, SANDBOX_RUNNING));
+    assert_false(
+        operation_transition_is_valid(OPERATION_KIND_PAUSE, SANDBOX_SUSPENDED, SANDBOX_PAUSED));
     /* restore: suspended -> restoring -> running | suspended */
-    assert_true(operation_transition_is_valid(OPERATION_KIND_RESTORE, SANDBOX_RESTORING,
-                                              SANDBOX_RUNNING));
-    assert_false(operation_transition_is_valid(OPERATION_KIND_RESTORE, SANDBOX_PAUSED,
-                                               SANDBOX_RUNNING));
+    assert_true(
+        operation_transition_is_valid(OPERATION_KIND_RESTORE, SANDBOX_RESTORING, SANDBOX_RUNNING));
+    assert_false(
+        operation_transition_is_valid(OPERATION_KIND_RESTORE, SANDBOX_PAUSED, SANDBOX_RUNNING));
 }
 
 int main(void)

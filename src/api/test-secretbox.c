@@ -123,8 +123,14 @@ static void test_tampered(void **state)
 static void test_junk(void **state)
 {
     static const char *const junk[] = {
-        "", "v1", "v1.", "v2.0123456789abcdef.AAAA", "v1.0123456789ABCDEF.AAAA",
-        "v1.0123456789abcdef", "v1.0123456789abcdefAAAA", "plaintext-token",
+        "",
+        "v1",
+        "v1.",
+        "v2.0123456789abcdef.AAAA",
+        "v1.0123456789ABCDEF.AAAA",
+        "v1.0123456789abcdef",
+        "v1.0123456789abcdefAAAA",
+        "plaintext-token",
     };
     struct secretbox_key key;
     char *plain = NULL, *sealed = NULL, id[SECRETBOX_KEY_ID_LEN + 1];

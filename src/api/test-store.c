@@ -319,17 +319,16 @@ static void test_store_token_sealed_at_rest(void **state)
 
     sb.envd_access_token = (char *)token;
     assert_int_equal(store_sandbox_insert(s, &sb), 0);
-    assert_int_equal(raw_select(s, "SELECT envd_access_token_sealed FROM sandboxes WHERE id = $1",
-                                sb.id, &raw),
-                     0);
+    assert_int_equal(
+        raw_select(s, "SELECT envd_access_token_sealed FROM sandboxes WHERE id = $1", sb.id, &raw),
+        0);
     assert_non_null(raw);
     assert_true(strncmp(raw, "v1.", 3) == 0);
     assert_null(strstr(raw, token));
     free(raw);
     /* The plaintext column is gone (migration 4). */
-    assert_int_equal(raw_select(s, "SELECT envd_access_token FROM sandboxes WHERE id = $1",
-                                sb.id, &raw),
-                     -EIO);
+    assert_int_equal(
+        raw_select(s, "SELECT envd_access_token FROM sandboxes WHERE id = $1", sb.id, &raw), -EIO);
     assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
     assert_string_equal(got.envd_access_token, token);
     store_sandbox_release(&got);
@@ -342,9 +341,9 @@ static void test_store_token_sealed_at_rest(void **state)
     store_sandbox_release(&got);
     sb.envd_access_token = NULL;
     assert_int_equal(store_sandbox_update(s, &sb), 0);
-    assert_int_equal(raw_select(s, "SELECT envd_access_token_sealed FROM sandboxes WHERE id = $1",
-                                sb.id, &raw),
-                     0);
+    assert_int_equal(
+        raw_select(s, "SELECT envd_access_token_sealed FROM sandboxes WHERE id = $1", sb.id, &raw),
+        0);
     assert_null(raw);
     assert_int_equal(store_token_key_check(s, NULL), 0);
 
@@ -374,9 +373,9 @@ static void test_store_token_swapped_rows(void **state)
     assert_int_equal(store_sandbox_insert(s, &a), 0);
     assert_int_equal(store_sandbox_insert(s, &b), 0);
     /* Someone with write access to the database copies a's sealed token into b's row. */
-    assert_int_equal(raw_select(s, "SELECT envd_access_token_sealed FROM sandboxes WHERE id = $1",
-                                a.id, &raw),
-                     0);
+    assert_int_equal(
+        raw_select(s, "SELECT envd_access_token_sealed FROM sandboxes WHERE id = $1", a.id, &raw),
+        0);
     const struct store_param p[] = { STORE_PARAM_TEXT(b.id), STORE_PARAM_TEXT(raw) };
     assert_int_equal(
         raw_exec(s, "UPDATE sandboxes SET envd_access_token_sealed = $2 WHERE id = $1", p, 2), 0);
@@ -390,8 +389,9 @@ static void test_store_token_swapped_rows(void **state)
     store_sandbox_release(&got);
 
     /* Garbage in the column: an error, never a crash. */
-    static const char *const junk[] = { "", "v1.", "v1.0123456789abcdef.", "v1.zz", "plain",
-                                        "v1.0123456789abcdef.!!!!", "v2.x.y" };
+    static const char *const junk[] = { "",      "v1.",   "v1.0123456789abcdef.",
+                                        "v1.zz", "plain", "v1.0123456789abcdef.!!!!",
+                                        "v2.x.y" };
     for (size_t i = 0; i < ARRAY_SIZE(junk); i++) {
         const struct store_param q[] = { STORE_PARAM_TEXT(b.id), STORE_PARAM_TEXT(junk[i]) };
 
@@ -846,8 +846,7 @@ static void test_store_sandbox_list_order_and_filters(void **state)
     }
 
     /* template matches template_id or alias: i = 0,3,6,9 (python) and 1,5,9 (alias). */
-    assert_list(s,
-                &(struct store_sandbox_filter){ .template_id = "python", .descending = true },
+    assert_list(s, &(struct store_sandbox_filter){ .template_id = "python", .descending = true },
                 (const char *[]){ "sb000000000000000091", "sb000000000000000094",
                                   "sb000000000000000097", "sb000000000000000100", NULL });
     assert_list(s, &(struct store_sandbox_filter){ .template_id = "tpl-alias" },
@@ -865,15 +864,14 @@ static void test_store_sandbox_list_order_and_filters(void **state)
                 (const char *[]){ NULL });
     assert_list(s, &(struct store_sandbox_filter){ .started_before = &(int64_t){ 1000 } },
                 (const char *[]){ NULL });
-    assert_list(s,
-                &(struct store_sandbox_filter){ .started_before = &(int64_t){ 1001 },
-                                                .descending = true },
-                (const char *[]){ "sb000000000000000100", "sb000000000000000099", NULL });
+    assert_list(
+        s,
+        &(struct store_sandbox_filter){ .started_before = &(int64_t){ 1001 }, .descending = true },
+        (const char *[]){ "sb000000000000000100", "sb000000000000000099", NULL });
 
     /* hide_dying leaves out i = 7 (desired killed), and pages stay full without it. */
-    n_desc = list_all_pages(s, (struct store_sandbox_filter){ .hide_dying = true,
-                                                              .descending = true },
-                            3, got, 12);
+    n_desc = list_all_pages(
+        s, (struct store_sandbox_filter){ .hide_dying = true, .descending = true }, 3, got, 12);
     assert_int_equal(n_desc, 11);
     for (size_t i = 0; i < n_desc; i++) {
         assert_string_not_equal(got[i], "sb000000000000000093");
@@ -881,7 +879,8 @@ static void test_store_sandbox_list_order_and_filters(void **state)
 
     /* A descending cursor composes with filters. */
     assert_list(s,
-                &(struct store_sandbox_filter){ .template_id = "python", .descending = true,
+                &(struct store_sandbox_filter){ .template_id = "python",
+                                                .descending = true,
                                                 .after_id = "sb000000000000000094" },
                 (const char *[]){ "sb000000000000000097", "sb000000000000000100", NULL });
 }
@@ -1553,7 +1552,7 @@ static void test_store_pg_reconnect(void **state)
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_states, setup, teardown),          \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_metadata, setup, teardown),        \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_pagination, setup, teardown),      \
-        cmocka_unit_test_setup_teardown(test_store_sandbox_list_order_and_filters, setup,           \
+        cmocka_unit_test_setup_teardown(test_store_sandbox_list_order_and_filters, setup,          \
                                         teardown),                                                 \
         cmocka_unit_test_setup_teardown(test_store_operations, setup, teardown),                   \
         cmocka_unit_test_setup_teardown(test_store_sandbox_update_fields, setup, teardown),        \

@@ -82,8 +82,8 @@ int log_internal(enum log_level level, int error, const char *sandbox, const cha
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     pos = strftime(line, sizeof(line), "ts=%Y-%m-%dT%H:%M:%S", &tm);
-    pos += (size_t)snprintf(line + pos, sizeof(line) - pos, ".%03ldZ level=%s", ts.tv_nsec / 1000000,
-                            level_names[level]);
+    pos += (size_t)snprintf(line + pos, sizeof(line) - pos, ".%03ldZ level=%s",
+                            ts.tv_nsec / 1000000, level_names[level]);
     if (log_ident) {
         pos += (size_t)snprintf(line + pos, sizeof(line) - pos, " proc=%s", log_ident);
     }

@@ -34,5 +34,6 @@ int log_internal(enum log_level level, int error, const char *sandbox, const cha
 #define log_sandbox_info(id, ...) log_internal(LOG_LEVEL_INFO, 0, (id), __VA_ARGS__)
 #define log_sandbox_warning(id, ...) log_internal(LOG_LEVEL_WARNING, 0, (id), __VA_ARGS__)
 #define log_sandbox_error(id, ...) log_internal(LOG_LEVEL_ERROR, 0, (id), __VA_ARGS__)
-#define log_sandbox_warning_errno(id, e, ...) log_internal(LOG_LEVEL_WARNING, (e), (id), __VA_ARGS__)
+#define log_sandbox_warning_errno(id, e, ...)                                                      \
+    log_internal(LOG_LEVEL_WARNING, (e), (id), __VA_ARGS__)
 #define log_sandbox_error_errno(id, e, ...) log_internal(LOG_LEVEL_ERROR, (e), (id), __VA_ARGS__)

@@ -17,7 +17,10 @@ struct strbuf {
     size_t max; /* 0 means SIZE_MAX / 2 */
 };
 
-#define STRBUF_INIT { 0 }
+#define STRBUF_INIT                                                                                \
+    {                                                                                              \
+        0                                                                                          \
+    }
 
 void strbuf_init(struct strbuf *sb, size_t max);
 void strbuf_release(struct strbuf *sb);

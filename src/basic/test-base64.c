@@ -10,8 +10,10 @@
 
 static void test_base64_roundtrip(void **state)
 {
-    const char *cases[][2] = { { "", "" }, { "f", "Zg==" }, { "fo", "Zm8=" }, { "foo", "Zm9v" },
-                               { "foob", "Zm9vYg==" }, { "hello\n", "aGVsbG8K" } };
+    const char *cases[][2] = {
+        { "", "" },        { "f", "Zg==" },        { "fo", "Zm8=" },
+        { "foo", "Zm9v" }, { "foob", "Zm9vYg==" }, { "hello\n", "aGVsbG8K" }
+    };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char enc[32], dec[32];
         base64_encode(cases[i][0], strlen(cases[i][0]), enc);

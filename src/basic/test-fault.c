@@ -19,9 +19,9 @@ static void test_fault_points(void **state)
     setenv("SPACE_FAULT", "create.vmm:fail,create.clone:bogus", 1);
     assert_true(fault_points_armed());
     assert_int_equal(fault_point("create.vmm"), -EIO);
-    assert_int_equal(fault_point("create.vm"), 0);       /* exact names only */
+    assert_int_equal(fault_point("create.vm"), 0); /* exact names only */
     assert_int_equal(fault_point("create.vmmx"), 0);
-    assert_int_equal(fault_point("create.clone"), 0);    /* unknown action: ignored */
+    assert_int_equal(fault_point("create.clone"), 0); /* unknown action: ignored */
     setenv("SPACE_FAULT", "*:fail", 1);
     assert_int_equal(fault_point("anything"), -EIO);
     setenv("SPACE_FAULT", "x:exit", 1);

@@ -38,7 +38,8 @@ int client_call(const char *method, const char *path, json_t *body, int *ret_sta
     int r = http_client_unix_json(client_socket(), method, path, body, 0, CLIENT_MAX_RESPONSE,
                                   ret_status, ret_body);
     if (r == -ENOENT || r == -ECONNREFUSED) {
-        fprintf(stderr, "space: cannot reach space-api at '%s': %s (is it running? try 'space up')\n",
+        fprintf(stderr,
+                "space: cannot reach space-api at '%s': %s (is it running? try 'space up')\n",
                 client_socket(), strerror(-r));
     } else if (r < 0) {
         fprintf(stderr, "space: request to space-api failed: %s\n", strerror(-r));
@@ -121,7 +122,8 @@ int client_find_api(char *buf, size_t n)
 
 int client_find_agent(char *buf, size_t n)
 {
-    static const char *const rel[] = { "../libexec/space/space-agent", "../agent/space-agent", NULL };
+    static const char *const rel[] = { "../libexec/space/space-agent", "../agent/space-agent",
+                                       NULL };
     return find_path("SPACE_AGENT", rel, buf, n);
 }
 
@@ -139,7 +141,8 @@ int client_find_share(char *buf, size_t n)
     if (r < 0) {
         return r;
     }
-    /* Installed: <prefix>/bin/space and <prefix>/share/space; else the source tree we were built from. */
+    /* Installed: <prefix>/bin/space and <prefix>/share/space; else the source tree we were built
+     * from. */
     const char *candidates[] = { base, SPACE_SOURCE_ROOT };
     const char *suffix[] = { "/../share/space", "" };
     for (size_t i = 0; i < ARRAY_SIZE(candidates); i++) {

@@ -66,7 +66,8 @@ static int node_pid(const char *id)
 
     snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
     if (http_client_unix_json(sock && *sock ? sock : "/run/space/node.sock", "GET", path, NULL,
-                              5 * USEC_PER_SEC, 1 << 20, &status, &res) >= 0 && status == 200) {
+                              5 * USEC_PER_SEC, 1 << 20, &status, &res) >= 0 &&
+        status == 200) {
         pid = (int)json_integer_value(json_object_get(res, "pid"));
     }
     json_decref(res);

@@ -139,11 +139,15 @@ int cmd_cp(int argc, char **argv)
         r = 1;
         goto out;
     }
-    struct http_request req = { .method = upload ? "POST" : "GET", .path = target.buf,
-                                .headers = headers, .body = data, .body_len = data_len };
+    struct http_request req = { .method = upload ? "POST" : "GET",
+                                .path = target.buf,
+                                .headers = headers,
+                                .body = data,
+                                .body_len = data_len };
     if (!upload) {
-        out_fd = strcmp(local, "-") == 0 ? STDOUT_FILENO
-                                        : open(local, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        out_fd = strcmp(local, "-") == 0
+                     ? STDOUT_FILENO
+                     : open(local, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (out_fd < 0) {
             fprintf(stderr, "space: cannot create '%s': %s\n", local, strerror(errno));
             r = 1;

@@ -35,8 +35,7 @@ int cmd_keys(int argc, char **argv)
             free(text);
         } else {
             printf("%-34s %-20s %s\n", "ID", "NAME", "PREFIX");
-            json_array_foreach(json_object_get(res, "keys"), i, k)
-            {
+            json_array_foreach (json_object_get(res, "keys"), i, k) {
                 printf("%-34s %-20s %s...\n", json_string_value(json_object_get(k, "id")),
                        json_string_value(json_object_get(k, "name")),
                        json_string_value(json_object_get(k, "prefix")));

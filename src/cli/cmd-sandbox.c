@@ -43,8 +43,7 @@ static int sandbox_create(int argc, char **argv)
         { "template", required_argument, NULL, 't' }, { "vcpus", required_argument, NULL, 'c' },
         { "memory", required_argument, NULL, 'm' },   { "json", no_argument, NULL, 'j' },
         { "timeout", required_argument, NULL, 'T' },  { "env", required_argument, NULL, 'e' },
-        { "metadata", required_argument, NULL, 'M' },
-        {},
+        { "metadata", required_argument, NULL, 'M' }, {},
     };
     json_t *body = json_object(), *res = NULL;
     bool as_json = false;
@@ -125,8 +124,7 @@ static int sandbox_ls(int argc, char **argv)
         print_json(json_object_get(res, "sandboxes"));
     } else {
         printf("%-22s %-10s %-10s %s\n", "ID", "TEMPLATE", "STATE", "VCPUS/MEMORY");
-        json_array_foreach(json_object_get(res, "sandboxes"), i, s)
-        {
+        json_array_foreach (json_object_get(res, "sandboxes"), i, s) {
             printf("%-22s %-10s %-10s %d/%dM\n", json_string_value(json_object_get(s, "id")),
                    json_string_value(json_object_get(s, "template")),
                    json_string_value(json_object_get(s, "state")),
@@ -207,8 +205,10 @@ static int write_b64(int fd, const char *b64)
 static int sandbox_exec(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "user", required_argument, NULL, 'u' }, { "cwd", required_argument, NULL, 'w' },
-        { "env", required_argument, NULL, 'e' },  { "timeout", required_argument, NULL, 't' },
+        { "user", required_argument, NULL, 'u' },
+        { "cwd", required_argument, NULL, 'w' },
+        { "env", required_argument, NULL, 'e' },
+        { "timeout", required_argument, NULL, 't' },
         {},
     };
     json_t *body = json_object(), *env = json_object(), *args = json_array(), *res = NULL;
@@ -288,8 +288,12 @@ int cmd_sandbox(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } sub[] = {
-        { "create", sandbox_create }, { "ls", sandbox_ls },     { "list", sandbox_ls },
-        { "get", sandbox_get },       { "exec", sandbox_exec }, { "kill", sandbox_kill },
+        { "create", sandbox_create },
+        { "ls", sandbox_ls },
+        { "list", sandbox_ls },
+        { "get", sandbox_get },
+        { "exec", sandbox_exec },
+        { "kill", sandbox_kill },
         { "cp", cmd_cp },
     };
     if (argc >= 2) {

@@ -37,11 +37,15 @@ int template_build(const char *name)
         fprintf(stderr, "space: no recipe for template '%s' in '%s/templates'\n", name, share);
         return 1;
     }
-    const char *argv[] = { "bash", script, "--recipe", recipe, "--agent", agent, "--cache",
-                           cache && *cache ? cache : "/var/cache/space", "--out", out, NULL };
+    const char *argv[] = {
+        "bash",    script, "--recipe", recipe,
+        "--agent", agent,  "--cache",  cache && *cache ? cache : "/var/cache/space",
+        "--out",   out,    NULL
+    };
     /* Progress goes to stderr so `space up` keeps stdout for machine-readable output. */
-    struct spawn_opts opts = { .argv = argv, .stdin_fd = -1, .stdout_fd = 2, .stderr_fd = 2,
-                               .netns_fd = -1 };
+    struct spawn_opts opts = {
+        .argv = argv, .stdin_fd = -1, .stdout_fd = 2, .stderr_fd = 2, .netns_fd = -1
+    };
     r = spawn_start(&opts, &pid);
     if (r < 0) {
         fprintf(stderr, "space: cannot run '%s': %s\n", script, strerror(-r));
@@ -66,8 +70,7 @@ int cmd_template(int argc, char **argv)
         if (client_call_ok("GET", "/v1/templates", NULL, &res) < 0) {
             return 1;
         }
-        json_array_foreach(json_object_get(res, "templates"), i, t)
-        {
+        json_array_foreach (json_object_get(res, "templates"), i, t) {
             printf("%s\t%s\n", json_string_value(json_object_get(t, "name")),
                    json_string_value(json_object_get(t, "built_at")) ?: "");
         }

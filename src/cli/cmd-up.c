@@ -97,8 +97,12 @@ static int start_daemon(const char *name, const char *const *argv, const char *s
         fprintf(stderr, "space: cannot open '%s': %s\n", log_path, strerror(errno));
         return -errno;
     }
-    struct spawn_opts opts = { .argv = argv, .stdin_fd = -1, .stdout_fd = log_fd,
-                               .stderr_fd = log_fd, .netns_fd = -1, .new_session = true };
+    struct spawn_opts opts = { .argv = argv,
+                               .stdin_fd = -1,
+                               .stdout_fd = log_fd,
+                               .stderr_fd = log_fd,
+                               .netns_fd = -1,
+                               .new_session = true };
     r = spawn_start(&opts, &pid);
     close_safe(log_fd);
     if (r < 0) {
@@ -237,14 +241,16 @@ static void print_exports(FILE *f, const char *api_listen, const char *ingress_l
     }
     const char *colon = strrchr(tls_listen, ':');
     bool on_443 = colon && strcmp(colon + 1, "443") == 0;
-    fprintf(f, "# TLS ingress on %s: https://{port}-{id}.%s (the SDKs' default mode:\n"
-               "# signed file URLs, getHost(), browsers). To use it: resolve *.%s to that\n"
-               "# address (wildcard DNS)%s, then unset E2B_SANDBOX_URL.\n",
+    fprintf(f,
+            "# TLS ingress on %s: https://{port}-{id}.%s (the SDKs' default mode:\n"
+            "# signed file URLs, getHost(), browsers). To use it: resolve *.%s to that\n"
+            "# address (wildcard DNS)%s, then unset E2B_SANDBOX_URL.\n",
             tls_listen, domain, domain,
             on_443 ? "" : " and serve it on port 443 (space up --ingress-tls IP:443)");
     if (!own_cert) {
-        fprintf(f, "# Python (httpx/requests) clients replace their bundle with the CA's file:\n"
-                   "#   export SSL_CERT_FILE=%s REQUESTS_CA_BUNDLE=%s\n",
+        fprintf(f,
+                "# Python (httpx/requests) clients replace their bundle with the CA's file:\n"
+                "#   export SSL_CERT_FILE=%s REQUESTS_CA_BUNDLE=%s\n",
                 path, path);
     }
 }
@@ -252,9 +258,12 @@ static void print_exports(FILE *f, const char *api_listen, const char *ingress_l
 int cmd_up(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "detach", no_argument, NULL, 'd' },       { "store", required_argument, NULL, 's' },
-        { "listen", required_argument, NULL, 'l' }, { "ingress", required_argument, NULL, 'i' },
-        { "domain", required_argument, NULL, 'D' }, { "accel", required_argument, NULL, 'a' },
+        { "detach", no_argument, NULL, 'd' },
+        { "store", required_argument, NULL, 's' },
+        { "listen", required_argument, NULL, 'l' },
+        { "ingress", required_argument, NULL, 'i' },
+        { "domain", required_argument, NULL, 'D' },
+        { "accel", required_argument, NULL, 'a' },
         { "ingress-tls", required_argument, NULL, 't' },
         { "ingress-cert", required_argument, NULL, 'c' },
         { "ingress-key", required_argument, NULL, 'k' },
@@ -332,17 +341,42 @@ int cmd_up(int argc, char **argv)
     char share[PATH_MAX], agent[PATH_MAX];
     bool builds = client_find_share(share, sizeof(share)) >= 0 &&
                   client_find_agent(agent, sizeof(agent)) >= 0;
-    const char *nargv[] = { node, "--data-dir", client_data_dir(), "--socket", node_socket(),
-                            "--tunnel-socket", tunnel_socket(), "--accel", accel,
-                            "--cache-dir", env_or("SPACE_CACHE_DIR", "/var/cache/space"),
-                            builds ? "--share-dir" : NULL, share, "--agent", agent, NULL };
+    const char *nargv[] = { node,
+                            "--data-dir",
+                            client_data_dir(),
+                            "--socket",
+                            node_socket(),
+                            "--tunnel-socket",
+                            tunnel_socket(),
+                            "--accel",
+                            accel,
+                            "--cache-dir",
+                            env_or("SPACE_CACHE_DIR", "/var/cache/space"),
+                            builds ? "--share-dir" : NULL,
+                            share,
+                            "--agent",
+                            agent,
+                            NULL };
     if (ensure_daemon("node", nargv, node_socket()) < 0) {
         return 1;
     }
-    const char *aargv[32] = { api, "--data-dir", client_data_dir(), "--socket", client_socket(),
-                              "--node-socket", node_socket(), "--tunnel-socket", tunnel_socket(),
-                              "--listen", api_listen, "--ingress", ingress_listen, "--domain",
-                              domain, "--bootstrap-key", key_path };
+    const char *aargv[32] = { api,
+                              "--data-dir",
+                              client_data_dir(),
+                              "--socket",
+                              client_socket(),
+                              "--node-socket",
+                              node_socket(),
+                              "--tunnel-socket",
+                              tunnel_socket(),
+                              "--listen",
+                              api_listen,
+                              "--ingress",
+                              ingress_listen,
+                              "--domain",
+                              domain,
+                              "--bootstrap-key",
+                              key_path };
     size_t n = 17;
     const char *optional[][2] = { { "--ingress-tls", tls_listen },
                                   { "--ingress-cert", cert },
@@ -358,9 +392,11 @@ int cmd_up(int argc, char **argv)
     if (ensure_daemon("api", aargv, client_socket()) < 0) {
         return 1;
     }
-    fprintf(stderr, "space: platform is up: API http://%s, sandbox ingress http://%s%s%s, "
-                    "CLI socket '%s'\n", api_listen, ingress_listen,
-            tls_listen ? " and https://" : "", tls_listen ? tls_listen : "", client_socket());
+    fprintf(stderr,
+            "space: platform is up: API http://%s, sandbox ingress http://%s%s%s, "
+            "CLI socket '%s'\n",
+            api_listen, ingress_listen, tls_listen ? " and https://" : "",
+            tls_listen ? tls_listen : "", client_socket());
     if (detach) {
         print_exports(stdout, api_listen, ingress_listen, domain, tls_listen, cert != NULL);
         return 0;
@@ -393,8 +429,7 @@ static int kill_all_sandboxes(void)
                 r < 0 ? strerror(-r) : "unexpected answer");
         return -EIO;
     }
-    json_array_foreach(json_object_get(res, "sandboxes"), i, sb)
-    {
+    json_array_foreach (json_object_get(res, "sandboxes"), i, sb) {
         const char *id = json_string_value(json_object_get(sb, "id"));
         char path[128];
         json_t *body = NULL;
@@ -402,8 +437,8 @@ static int kill_all_sandboxes(void)
             continue;
         }
         snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
-        r = http_client_unix_json(node_socket(), "DELETE", path, NULL, 60 * USEC_PER_SEC,
-                                  1 << 16, &status, &body);
+        r = http_client_unix_json(node_socket(), "DELETE", path, NULL, 60 * USEC_PER_SEC, 1 << 16,
+                                  &status, &body);
         json_decref(body);
         if (r < 0 || (status != 204 && status != 404)) {
             fprintf(stderr, "space: cannot kill sandbox %s\n", id);

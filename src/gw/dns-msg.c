@@ -75,8 +75,8 @@ static void put32(uint8_t *p, uint32_t v)
 
 static bool label_char_ok(uint8_t c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 /*
@@ -471,8 +471,7 @@ bool dns_reply_matches(const struct dns_reply *reply, uint16_t upstream_id, cons
 }
 
 void dns_reply_foreach_chain(const struct dns_reply *reply,
-                             void (*fn)(const struct dns_answer *a, void *userdata),
-                             void *userdata)
+                             void (*fn)(const struct dns_answer *a, void *userdata), void *userdata)
 {
     const struct dns_answer *visited[DNS_CHAIN_MAX];
     const char *cur = reply->qname;
@@ -647,7 +646,7 @@ ssize_t dns_build_error(const struct dns_query *q, uint8_t rcode, uint8_t *buf, 
 
 struct build_state {
     uint8_t *buf;
-    size_t size;   /* bytes available for answers (OPT space reserved) */
+    size_t size; /* bytes available for answers (OPT space reserved) */
     size_t off;
     uint16_t owner; /* offset of the current chain name */
     uint32_t ttl_min, ttl_max;

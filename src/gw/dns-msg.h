@@ -27,12 +27,12 @@
 #include <sys/types.h>
 
 #define DNS_HEADER_LEN 12
-#define DNS_NAME_MAX 253     /* presentation form, no trailing dot */
-#define DNS_MSG_MAX 4096     /* largest message either parser accepts */
-#define DNS_ANSWERS_MAX 32   /* A/AAAA/CNAME records kept from one reply */
-#define DNS_RECORDS_MAX 256  /* records a reply may hold in all sections */
-#define DNS_CHAIN_MAX 8      /* CNAME hops followed from the asked name */
-#define DNS_OPT_RDATA_MAX 512 /* EDNS0 options a guest query may carry */
+#define DNS_NAME_MAX 253       /* presentation form, no trailing dot */
+#define DNS_MSG_MAX 4096       /* largest message either parser accepts */
+#define DNS_ANSWERS_MAX 32     /* A/AAAA/CNAME records kept from one reply */
+#define DNS_RECORDS_MAX 256    /* records a reply may hold in all sections */
+#define DNS_CHAIN_MAX 8        /* CNAME hops followed from the asked name */
+#define DNS_OPT_RDATA_MAX 512  /* EDNS0 options a guest query may carry */
 #define DNS_EDNS_UDP_SIZE 1232 /* what we advertise and answer within (DNS flag day 2020) */
 
 enum dns_type {
@@ -71,29 +71,29 @@ enum {
 /* Why a message was refused; dns_error_str() names each for the audit log. */
 enum dns_error {
     DNS_OK = 0,
-    DNS_E_TRUNCATED = 1,      /* the message ends inside a field */
-    DNS_E_TOO_BIG,            /* longer than DNS_MSG_MAX */
-    DNS_E_NOT_QUERY,          /* QR set in a query, or clear in a reply */
-    DNS_E_OPCODE,             /* opcode other than QUERY */
-    DNS_E_FLAGS,              /* TC, Z or a non-zero RCODE in a query */
-    DNS_E_QDCOUNT,            /* not exactly one question */
-    DNS_E_SECTIONS,           /* answers/authority in a query, or more than one additional */
-    DNS_E_LABEL_TYPE,         /* 0x40/0x80 label types (RFC 6891 obsoleted them) */
-    DNS_E_LABEL_CHARS,        /* a byte other than letter, digit, '-', '_' in a query name */
-    DNS_E_NAME_TOO_LONG,      /* more than 255 wire bytes */
-    DNS_E_COMPRESSION,        /* a compression pointer where none is legal (a query) */
-    DNS_E_POINTER,            /* a pointer forward, into itself or into the header */
-    DNS_E_POINTER_LOOP,       /* too many pointer hops */
-    DNS_E_ROOT,               /* a query for the root name */
-    DNS_E_QCLASS,             /* class other than IN */
-    DNS_E_QTYPE,              /* meta or zero type (0, OPT, TKEY..ANY) */
-    DNS_E_OPT,                /* malformed OPT record or options */
-    DNS_E_OPT_VERSION,        /* EDNS version other than 0 */
-    DNS_E_RDATA,              /* rdata length wrong for its type, or a bad CNAME target */
-    DNS_E_TOO_MANY_RECORDS,   /* more than DNS_RECORDS_MAX records */
-    DNS_E_TRAILING,           /* bytes after the last record */
-    DNS_E_BUFFER,             /* a builder's output buffer is too small */
-    DNS_E_ARGS,               /* a builder was given an invalid argument */
+    DNS_E_TRUNCATED = 1,    /* the message ends inside a field */
+    DNS_E_TOO_BIG,          /* longer than DNS_MSG_MAX */
+    DNS_E_NOT_QUERY,        /* QR set in a query, or clear in a reply */
+    DNS_E_OPCODE,           /* opcode other than QUERY */
+    DNS_E_FLAGS,            /* TC, Z or a non-zero RCODE in a query */
+    DNS_E_QDCOUNT,          /* not exactly one question */
+    DNS_E_SECTIONS,         /* answers/authority in a query, or more than one additional */
+    DNS_E_LABEL_TYPE,       /* 0x40/0x80 label types (RFC 6891 obsoleted them) */
+    DNS_E_LABEL_CHARS,      /* a byte other than letter, digit, '-', '_' in a query name */
+    DNS_E_NAME_TOO_LONG,    /* more than 255 wire bytes */
+    DNS_E_COMPRESSION,      /* a compression pointer where none is legal (a query) */
+    DNS_E_POINTER,          /* a pointer forward, into itself or into the header */
+    DNS_E_POINTER_LOOP,     /* too many pointer hops */
+    DNS_E_ROOT,             /* a query for the root name */
+    DNS_E_QCLASS,           /* class other than IN */
+    DNS_E_QTYPE,            /* meta or zero type (0, OPT, TKEY..ANY) */
+    DNS_E_OPT,              /* malformed OPT record or options */
+    DNS_E_OPT_VERSION,      /* EDNS version other than 0 */
+    DNS_E_RDATA,            /* rdata length wrong for its type, or a bad CNAME target */
+    DNS_E_TOO_MANY_RECORDS, /* more than DNS_RECORDS_MAX records */
+    DNS_E_TRAILING,         /* bytes after the last record */
+    DNS_E_BUFFER,           /* a builder's output buffer is too small */
+    DNS_E_ARGS,             /* a builder was given an invalid argument */
     _DNS_E_MAX,
 };
 
@@ -102,13 +102,13 @@ const char *dns_error_str(int error);
 /* A query from the guest, as the proxy needs it. */
 struct dns_query {
     uint16_t id;
-    uint16_t flags;                 /* as received; only RD and CD are echoed */
-    char name[DNS_NAME_MAX + 1];    /* normalised */
+    uint16_t flags;              /* as received; only RD and CD are echoed */
+    char name[DNS_NAME_MAX + 1]; /* normalised */
     uint16_t qtype;
     uint16_t qclass;
     bool has_edns;
-    uint16_t edns_udp_size;         /* requester's payload size, clamped to [512, 1232] */
-    bool edns_do;                   /* DNSSEC OK bit */
+    uint16_t edns_udp_size; /* requester's payload size, clamped to [512, 1232] */
+    bool edns_do;           /* DNSSEC OK bit */
     /* The question exactly as received (original letter case, for 0x20 randomisation
      * in the guest's resolver), echoed in every answer. */
     uint8_t question[DNS_NAME_MAX + 2 + 4];
@@ -147,9 +147,9 @@ struct dns_reply {
     uint16_t qclass;
     struct dns_answer answers[DNS_ANSWERS_MAX];
     size_t n_answers;
-    size_t n_svcb_stripped;  /* HTTPS/SVCB records dropped from the answer section */
-    size_t n_skipped;        /* other answer records dropped (other types or classes,
-                              * names with odd bytes, beyond DNS_ANSWERS_MAX) */
+    size_t n_svcb_stripped; /* HTTPS/SVCB records dropped from the answer section */
+    size_t n_skipped;       /* other answer records dropped (other types or classes,
+                             * names with odd bytes, beyond DNS_ANSWERS_MAX) */
 };
 
 /*
@@ -185,8 +185,8 @@ uint32_t dns_reply_min_ttl(const struct dns_reply *reply);
  * DNS_CHAIN_MAX hops) and calls fn for every record on it, in chain order:
  * each CNAME, then the A/AAAA records owned by the end of the chain whose
  * type is the question's. A chain that comes back to a name it passed, or
- * is longer than DNS_CHAIN_MAX, yields its CNAMEs and no addresses. This is what the proxy records as "resolved for
- * this name" and what dns_build_reply() keeps.
+ * is longer than DNS_CHAIN_MAX, yields its CNAMEs and no addresses. This is what the proxy records
+ * as "resolved for this name" and what dns_build_reply() keeps.
  */
 void dns_reply_foreach_chain(const struct dns_reply *reply,
                              void (*fn)(const struct dns_answer *a, void *userdata),

@@ -21,7 +21,9 @@ static void poke_checks(const struct policy *p)
     static const struct policy_env envs[] = {
         { .ceiling = POLICY_CEILING_DENY },
         { .ceiling = POLICY_CEILING_ALLOWLIST },
-        { .ceiling = POLICY_CEILING_INTERNET, .has_test_net = true, .test_net = 0xC6120000u,
+        { .ceiling = POLICY_CEILING_INTERNET,
+          .has_test_net = true,
+          .test_net = 0xC6120000u,
           .test_mask = 0xFFFE0000u },
     };
     static const char *const names[] = { "example.com", "www.example.com", "a.test", "x", "" };
@@ -35,8 +37,7 @@ static void poke_checks(const struct policy *p)
 
                 for (size_t k = 0; k < sizeof(ports) / sizeof(ports[0]); k++) {
                     enum policy_reason r1 = policy_check_name(p, &envs[e], names[n], ports[k]);
-                    enum policy_reason r2 =
-                        policy_check_addr(p, &envs[e], AF_INET, &in, ports[k]);
+                    enum policy_reason r2 = policy_check_addr(p, &envs[e], AF_INET, &in, ports[k]);
                     enum policy_reason r3 =
                         policy_check_name_addr(p, &envs[e], names[n], AF_INET, &in, ports[k]);
 

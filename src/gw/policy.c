@@ -41,16 +41,11 @@ struct policy {
 };
 
 static const char *const reason_names[_POLICY_REASON_MAX] = {
-    [POLICY_ALLOW_NAME] = "allow-name",
-    [POLICY_ALLOW_CIDR] = "allow-cidr",
-    [POLICY_ALLOW_INTERNET] = "allow-internet",
-    [POLICY_DENY_CEILING] = "deny-ceiling",
-    [POLICY_DENY_FORBIDDEN] = "deny-forbidden",
-    [POLICY_DENY_IPV6] = "deny-ipv6",
-    [POLICY_DENY_BAD_NAME] = "deny-bad-name",
-    [POLICY_DENY_NAME] = "deny-name",
-    [POLICY_DENY_CIDR] = "deny-cidr",
-    [POLICY_DENY_PORT] = "deny-port",
+    [POLICY_ALLOW_NAME] = "allow-name",         [POLICY_ALLOW_CIDR] = "allow-cidr",
+    [POLICY_ALLOW_INTERNET] = "allow-internet", [POLICY_DENY_CEILING] = "deny-ceiling",
+    [POLICY_DENY_FORBIDDEN] = "deny-forbidden", [POLICY_DENY_IPV6] = "deny-ipv6",
+    [POLICY_DENY_BAD_NAME] = "deny-bad-name",   [POLICY_DENY_NAME] = "deny-name",
+    [POLICY_DENY_CIDR] = "deny-cidr",           [POLICY_DENY_PORT] = "deny-port",
     [POLICY_DENY_DEFAULT] = "deny-default",
 };
 
@@ -517,7 +512,7 @@ int policy_parse_native(const json_t *json, struct policy **ret, struct policy_e
         return -ENOMEM;
     }
     if (json) {
-        json_object_foreach((json_t *)json, key, v) {
+        json_object_foreach ((json_t *)json, key, v) {
             if (strcmp(key, "internet") == 0) {
                 if (!json_is_boolean(v)) {
                     set_error(err, "internet: must be a boolean");
@@ -573,12 +568,14 @@ int policy_parse_e2b(const json_t *network, const json_t *allow_internet, bool p
         p->internet_given = json_is_true(allow_internet);
     }
     if (network) {
-        json_object_foreach((json_t *)network, key, v) {
+        json_object_foreach ((json_t *)network, key, v) {
             if (strcmp(key, "allowOut") == 0) {
-                r = json_is_null(v) ? 0 : parse_list(v, "allowOut", true, &p->allow, &p->n_allow, err);
+                r = json_is_null(v) ? 0
+                                    : parse_list(v, "allowOut", true, &p->allow, &p->n_allow, err);
                 p->has_allow = r >= 0 && !json_is_null(v);
             } else if (strcmp(key, "denyOut") == 0) {
-                r = json_is_null(v) ? 0 : parse_list(v, "denyOut", false, &p->deny, &p->n_deny, err);
+                r = json_is_null(v) ? 0
+                                    : parse_list(v, "denyOut", false, &p->deny, &p->n_deny, err);
                 p->has_deny = r >= 0 && !json_is_null(v);
             } else if (put && strcmp(key, "allow_internet_access") == 0) {
                 if (json_is_boolean(v)) {
@@ -593,9 +590,9 @@ int policy_parse_e2b(const json_t *network, const json_t *allow_internet, bool p
                 }
                 set_error(err, "network.%s: not supported by this server", key);
                 r = -EOPNOTSUPP;
-            } else if (!put && (strcmp(key, "allowPublicTraffic") == 0 ||
-                                strcmp(key, "maskRequestHost") == 0 ||
-                                strcmp(key, "httpsPorts") == 0)) {
+            } else if (!put &&
+                       (strcmp(key, "allowPublicTraffic") == 0 ||
+                        strcmp(key, "maskRequestHost") == 0 || strcmp(key, "httpsPorts") == 0)) {
                 continue; /* ingress settings: the caller's business */
             } else {
                 set_error(err, "network.%.64s: unknown field", key);
@@ -682,7 +679,8 @@ json_t *policy_to_e2b_network(const struct policy *p)
     if (!o) {
         return NULL;
     }
-    if ((p->has_allow && json_object_set_new(o, "allowOut", render_list(p->allow, p->n_allow)) < 0) ||
+    if ((p->has_allow &&
+         json_object_set_new(o, "allowOut", render_list(p->allow, p->n_allow)) < 0) ||
         (p->has_deny && json_object_set_new(o, "denyOut", render_list(p->deny, p->n_deny)) < 0)) {
         json_decref(o);
         return NULL;
@@ -761,8 +759,7 @@ static int match_name(const struct entry *v, size_t n, const char *name, uint16_
 }
 
 /* skip_all: the allowlist ceiling does not let a 0.0.0.0/0 allow entry be the internet. */
-static int match_addr4(const struct entry *v, size_t n, uint32_t addr, uint16_t port,
-                       bool skip_all)
+static int match_addr4(const struct entry *v, size_t n, uint32_t addr, uint16_t port, bool skip_all)
 {
     int m = M_NONE;
 

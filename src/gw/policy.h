@@ -46,9 +46,9 @@
 
 #include <jansson.h>
 
-#define POLICY_ENTRIES_MAX 256      /* per list */
-#define POLICY_PORT_RANGES_MAX 16   /* per entry */
-#define POLICY_ENTRY_TEXT_MAX 320   /* longest entry string accepted */
+#define POLICY_ENTRIES_MAX 256    /* per list */
+#define POLICY_PORT_RANGES_MAX 16 /* per entry */
+#define POLICY_ENTRY_TEXT_MAX 320 /* longest entry string accepted */
 #define POLICY_NAME_MAX 253
 
 /* The operator's cap (`space up --egress-ceiling`), over every sandbox's policy. */
@@ -94,18 +94,18 @@ bool policy_addr_is_forbidden(const struct policy_env *env, uint32_t addr);
 
 /* Why a check came out as it did; the audit log records policy_reason_str(). */
 enum policy_reason {
-    POLICY_ALLOW_NAME,       /* an allow entry names the host */
-    POLICY_ALLOW_CIDR,       /* an allow entry covers the address */
-    POLICY_ALLOW_INTERNET,   /* no entry matched; the default is internet */
+    POLICY_ALLOW_NAME,     /* an allow entry names the host */
+    POLICY_ALLOW_CIDR,     /* an allow entry covers the address */
+    POLICY_ALLOW_INTERNET, /* no entry matched; the default is internet */
     _POLICY_ALLOW_MAX,
     POLICY_DENY_CEILING = _POLICY_ALLOW_MAX, /* the operator's ceiling */
-    POLICY_DENY_FORBIDDEN,   /* the address is in the forbidden set */
-    POLICY_DENY_IPV6,        /* IPv6 is never allowed */
-    POLICY_DENY_BAD_NAME,    /* not a valid host name */
-    POLICY_DENY_NAME,        /* a deny entry names the host (native API only) */
-    POLICY_DENY_CIDR,        /* a deny entry covers the address */
-    POLICY_DENY_PORT,        /* an allow entry matched, but not for this port */
-    POLICY_DENY_DEFAULT,     /* no entry matched; the default is deny */
+    POLICY_DENY_FORBIDDEN,                   /* the address is in the forbidden set */
+    POLICY_DENY_IPV6,                        /* IPv6 is never allowed */
+    POLICY_DENY_BAD_NAME,                    /* not a valid host name */
+    POLICY_DENY_NAME,                        /* a deny entry names the host (native API only) */
+    POLICY_DENY_CIDR,                        /* a deny entry covers the address */
+    POLICY_DENY_PORT,                        /* an allow entry matched, but not for this port */
+    POLICY_DENY_DEFAULT,                     /* no entry matched; the default is deny */
     _POLICY_REASON_MAX,
 };
 

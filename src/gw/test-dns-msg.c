@@ -336,8 +336,8 @@ static void test_query_names(void **state)
 static void test_query_type_class(void **state)
 {
     static const uint16_t bad[] = { 0, DNS_TYPE_OPT, 249, 250, 251, 252, 253, 254, DNS_TYPE_ANY };
-    static const uint16_t good[] = { DNS_TYPE_A, DNS_TYPE_AAAA, DNS_TYPE_CNAME, 15, 16, 33,
-                                     DNS_TYPE_HTTPS, 256, 65535 };
+    static const uint16_t good[] = { DNS_TYPE_A,     DNS_TYPE_AAAA, DNS_TYPE_CNAME, 15, 16, 33,
+                                     DNS_TYPE_HTTPS, 256,           65535 };
     struct pkt p;
 
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
@@ -765,20 +765,13 @@ static void test_error_str(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_query_ok),
-        cmocka_unit_test(test_query_edns),
-        cmocka_unit_test(test_query_header),
-        cmocka_unit_test(test_query_truncated),
-        cmocka_unit_test(test_query_names),
-        cmocka_unit_test(test_query_type_class),
-        cmocka_unit_test(test_reply_cdn),
-        cmocka_unit_test(test_reply_pointers),
-        cmocka_unit_test(test_reply_rdata),
-        cmocka_unit_test(test_reply_limits),
-        cmocka_unit_test(test_reply_chain),
-        cmocka_unit_test(test_build_error),
-        cmocka_unit_test(test_build_query),
-        cmocka_unit_test(test_build_reply),
+        cmocka_unit_test(test_query_ok),     cmocka_unit_test(test_query_edns),
+        cmocka_unit_test(test_query_header), cmocka_unit_test(test_query_truncated),
+        cmocka_unit_test(test_query_names),  cmocka_unit_test(test_query_type_class),
+        cmocka_unit_test(test_reply_cdn),    cmocka_unit_test(test_reply_pointers),
+        cmocka_unit_test(test_reply_rdata),  cmocka_unit_test(test_reply_limits),
+        cmocka_unit_test(test_reply_chain),  cmocka_unit_test(test_build_error),
+        cmocka_unit_test(test_build_query),  cmocka_unit_test(test_build_reply),
         cmocka_unit_test(test_error_str),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

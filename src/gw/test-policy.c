@@ -56,8 +56,8 @@ static struct policy *e2b(const char *text)
     return p;
 }
 
-static enum policy_reason addr(const struct policy *p, const struct policy_env *env,
-                               const char *ip, uint16_t port)
+static enum policy_reason addr(const struct policy *p, const struct policy_env *env, const char *ip,
+                               uint16_t port)
 {
     struct in_addr a;
 
@@ -143,7 +143,8 @@ static void test_precedence(void **state)
     /* A 0.0.0.0/0 deny turns the internet default off for names too. */
     assert_int_equal(policy_check_name(p, &env_internet, "other.test", 0), POLICY_DENY_DEFAULT);
     /* allow wins over deny, for names and addresses */
-    assert_int_equal(name_addr(p, &env_internet, "allowed.test", "1.2.3.4", 443), POLICY_ALLOW_NAME);
+    assert_int_equal(name_addr(p, &env_internet, "allowed.test", "1.2.3.4", 443),
+                     POLICY_ALLOW_NAME);
     assert_int_equal(addr(p, &env_internet, "8.8.8.8", 53), POLICY_ALLOW_CIDR);
     assert_int_equal(addr(p, &env_internet, "8.8.4.4", 443), POLICY_DENY_CIDR);
     assert_int_equal(name_addr(p, &env_internet, "other.test", "1.2.3.4", 443), POLICY_DENY_CIDR);
@@ -153,7 +154,8 @@ static void test_precedence(void **state)
     p = e2b("{\"network\": {\"denyOut\": [\"1.2.3.0/24\"]}}");
     assert_int_equal(policy_check_name(p, &env_internet, "any.test", 0), POLICY_ALLOW_INTERNET);
     assert_int_equal(name_addr(p, &env_internet, "any.test", "1.2.3.4", 443), POLICY_DENY_CIDR);
-    assert_int_equal(name_addr(p, &env_internet, "any.test", "1.2.4.4", 443), POLICY_ALLOW_INTERNET);
+    assert_int_equal(name_addr(p, &env_internet, "any.test", "1.2.4.4", 443),
+                     POLICY_ALLOW_INTERNET);
     policy_free(p);
 
     /* native deny by name; an allow entry still wins over it */
@@ -172,11 +174,13 @@ static void test_wildcards(void **state)
     struct policy *p = native("{\"allow\": [\"*.example.com\", \"Exact.Test.\"]}");
 
     assert_int_equal(policy_check_name(p, &env_internet, "www.example.com", 0), POLICY_ALLOW_NAME);
-    assert_int_equal(policy_check_name(p, &env_internet, "a.b.c.example.com", 0), POLICY_ALLOW_NAME);
+    assert_int_equal(policy_check_name(p, &env_internet, "a.b.c.example.com", 0),
+                     POLICY_ALLOW_NAME);
     /* not the apex, not a name that merely ends the same */
     assert_int_equal(policy_check_name(p, &env_internet, "example.com", 0), POLICY_DENY_DEFAULT);
     assert_int_equal(policy_check_name(p, &env_internet, "badexample.com", 0), POLICY_DENY_DEFAULT);
-    assert_int_equal(policy_check_name(p, &env_internet, "example.com.evil", 0), POLICY_DENY_DEFAULT);
+    assert_int_equal(policy_check_name(p, &env_internet, "example.com.evil", 0),
+                     POLICY_DENY_DEFAULT);
     /* exact entries are normalised: lowercase, trailing dot dropped */
     assert_int_equal(policy_check_name(p, &env_internet, "exact.test", 0), POLICY_ALLOW_NAME);
     assert_int_equal(policy_check_name(p, &env_internet, "www.exact.test", 0), POLICY_DENY_DEFAULT);
@@ -244,15 +248,16 @@ static void test_ports(void **state)
 static void test_forbidden(void **state)
 {
     static const char *const bad[] = {
-        "0.0.0.0",       "0.255.255.255", "10.0.0.1",       "10.255.255.255", "100.64.0.1",
-        "100.127.255.1", "127.0.0.1",     "127.255.255.254", "169.254.169.254", "169.254.0.1",
-        "172.16.0.1",    "172.31.255.255", "192.0.0.8",     "192.0.2.1",      "192.168.1.1",
-        "198.18.0.1",    "198.19.255.255", "198.51.100.1",  "203.0.113.5",    "224.0.0.1",
-        "239.255.255.250", "240.0.0.1",    "255.255.255.255",
+        "0.0.0.0",         "0.255.255.255",  "10.0.0.1",        "10.255.255.255",  "100.64.0.1",
+        "100.127.255.1",   "127.0.0.1",      "127.255.255.254", "169.254.169.254", "169.254.0.1",
+        "172.16.0.1",      "172.31.255.255", "192.0.0.8",       "192.0.2.1",       "192.168.1.1",
+        "198.18.0.1",      "198.19.255.255", "198.51.100.1",    "203.0.113.5",     "224.0.0.1",
+        "239.255.255.250", "240.0.0.1",      "255.255.255.255",
     };
-    static const char *const good[] = { "1.1.1.1",   "8.8.8.8",     "100.63.255.255", "100.128.0.0",
-                                        "172.15.255.255", "172.32.0.0", "192.167.255.255",
-                                        "198.17.255.255", "198.20.0.0", "223.255.255.255" };
+    static const char *const good[] = { "1.1.1.1",         "8.8.8.8",        "100.63.255.255",
+                                        "100.128.0.0",     "172.15.255.255", "172.32.0.0",
+                                        "192.167.255.255", "198.17.255.255", "198.20.0.0",
+                                        "223.255.255.255" };
     struct policy *p = native("{\"internet\": true, \"allow\": [\"0.0.0.0/0\"]}");
     struct policy_env test = env_internet;
 
@@ -389,7 +394,8 @@ static void test_invalid_entries(void **state)
                         "allow[0]: \"a.*.example.com\": invalid character in host name");
     expect_native_error("{\"allow\": [\"*.*.com\"]}",
                         "allow[0]: \"*.*.com\": invalid character in host name");
-    expect_native_error("{\"deny\": [\"1.2.3\"]}", "deny[0]: \"1.2.3\": invalid IPv4 address or CIDR");
+    expect_native_error("{\"deny\": [\"1.2.3\"]}",
+                        "deny[0]: \"1.2.3\": invalid IPv4 address or CIDR");
     expect_native_error("{\"deny\": [\"1.2.3.4/33\"]}",
                         "deny[0]: \"1.2.3.4/33\": invalid IPv4 address or CIDR");
     expect_native_error("{\"deny\": [\"1.2.3.4/\"]}",
@@ -412,8 +418,10 @@ static void test_invalid_entries(void **state)
                         "allow[0]: \"a.test:65536\": port out of range (1-65535, low-high)");
     expect_native_error("{\"allow\": [\"a.test:90-80\"]}",
                         "allow[0]: \"a.test:90-80\": port out of range (1-65535, low-high)");
-    expect_native_error("{\"allow\": [\"a.test:80,\"]}", "allow[0]: \"a.test:80,\": invalid port list");
-    expect_native_error("{\"allow\": [\"a.test:+80\"]}", "allow[0]: \"a.test:+80\": invalid port list");
+    expect_native_error("{\"allow\": [\"a.test:80,\"]}",
+                        "allow[0]: \"a.test:80,\": invalid port list");
+    expect_native_error("{\"allow\": [\"a.test:+80\"]}",
+                        "allow[0]: \"a.test:+80\": invalid port list");
     expect_native_error("{\"allow\": [\"a.test:1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\"]}",
                         "allow[0]: \"a.test:1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\": "
                         "more than 16 port ranges");
@@ -427,7 +435,8 @@ static void test_invalid_entries(void **state)
         char text[700], msg[800];
 
         snprintf(text, sizeof(text), "{\"allow\": [\"%s\"]}", big);
-        snprintf(msg, sizeof(msg), "allow[0]: \"%s\": label longer than 63 bytes in host name", big);
+        snprintf(msg, sizeof(msg), "allow[0]: \"%s\": label longer than 63 bytes in host name",
+                 big);
         expect_native_error(text, msg);
         /* a 254-byte name */
         memset(big, 'a', 254);
@@ -450,14 +459,16 @@ static void test_invalid_entries(void **state)
                      "network.rules: not supported by this server");
     expect_e2b_error("{\"network\": {\"egressProxy\": {\"address\": \"x:1\"}}}", -EOPNOTSUPP,
                      "network.egressProxy: not supported by this server");
-    expect_e2b_error("{\"network\": {\"allowout\": []}}", -EINVAL, "network.allowout: unknown field");
+    expect_e2b_error("{\"network\": {\"allowout\": []}}", -EINVAL,
+                     "network.allowout: unknown field");
     expect_e2b_error("{\"network\": []}", -EINVAL, "network: must be an object");
     expect_e2b_error("{\"allow_internet_access\": \"yes\"}", -EINVAL,
                      "allow_internet_access: must be a boolean");
     /* a create body's ingress settings are the caller's, and pass here */
     {
-        struct policy *p = e2b("{\"network\": {\"allowPublicTraffic\": false, \"httpsPorts\": [8443],"
-                               " \"maskRequestHost\": \"x\", \"rules\": null}}");
+        struct policy *p =
+            e2b("{\"network\": {\"allowPublicTraffic\": false, \"httpsPorts\": [8443],"
+                " \"maskRequestHost\": \"x\", \"rules\": null}}");
         policy_free(p);
     }
 }
@@ -482,7 +493,8 @@ static void test_too_many(void **state)
 
 static void test_put_body(void **state)
 {
-    json_t *j = json_loads("{\"allowOut\": [\"ok.test\"], \"allow_internet_access\": false}", 0, NULL);
+    json_t *j =
+        json_loads("{\"allowOut\": [\"ok.test\"], \"allow_internet_access\": false}", 0, NULL);
     struct policy *p = NULL;
     struct policy_error err = {};
     json_t *b;
@@ -508,9 +520,10 @@ static void test_put_body(void **state)
 
 static void test_render(void **state)
 {
-    struct policy *p = e2b("{\"allow_internet_access\": false, \"network\": {\"allowOut\": "
-                           "[\"*.Example.COM\", \"8.8.8.8\", \"198.18.1.1/15\", \"a.test:80,8000-8100\","
-                           " \"2001:DB8::/32\", \"[2001:db8::1]:443\"], \"denyOut\": [\"0.0.0.0/0\"]}}");
+    struct policy *p =
+        e2b("{\"allow_internet_access\": false, \"network\": {\"allowOut\": "
+            "[\"*.Example.COM\", \"8.8.8.8\", \"198.18.1.1/15\", \"a.test:80,8000-8100\","
+            " \"2001:DB8::/32\", \"[2001:db8::1]:443\"], \"denyOut\": [\"0.0.0.0/0\"]}}");
     json_t *n = policy_to_e2b_network(p), *nat, *again;
     char *s = json_dumps(n, JSON_COMPACT | JSON_SORT_KEYS);
     struct policy *p2 = NULL;

@@ -149,8 +149,7 @@ static _Noreturn void pump_main(int in_fd, int out_fd, int devnull, size_t max, 
     _exit(console_pump(0, 1, max) < 0 ? 1 : 0);
 }
 
-int console_start(const char *path, size_t max, uid_t uid, gid_t gid, int *ret_fd,
-                  pid_t *ret_pid)
+int console_start(const char *path, size_t max, uid_t uid, gid_t gid, int *ret_fd, pid_t *ret_pid)
 {
     int p[2] = { -EBADF, -EBADF }, out = -EBADF, devnull = -EBADF;
     pid_t pid;

@@ -27,8 +27,7 @@
  * *ret_fd is the pipe's write end for QEMU (O_CLOEXEC); *ret_pid the pump,
  * our child, to be reaped with console_reap() after QEMU exits.
  */
-int console_start(const char *path, size_t max, uid_t uid, gid_t gid, int *ret_fd,
-                  pid_t *ret_pid);
+int console_start(const char *path, size_t max, uid_t uid, gid_t gid, int *ret_fd, pid_t *ret_pid);
 /* Waits (up to a second) for the pump to finish after QEMU exited, and reaps it. */
 void console_reap(pid_t pid);
 /*

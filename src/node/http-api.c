@@ -51,14 +51,14 @@
 static json_t *vm_to_json(const struct vm *vm)
 {
     const struct instance_record *rec = &vm->rec;
-    json_t *j = json_pack("{s:s?, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f}}",
-                     "id", rec->sandbox_id[0] ? rec->sandbox_id : NULL, "instance_id", rec->iid,
-                     "template", rec->template_name, "state", vm_state_to_string(rec->state),
-                     "vcpus", (int)rec->vcpus, "memory_mb", (int)rec->memory_mib, "created_at_us",
-                     (json_int_t)rec->created_at, "timings_ms", "clone",
-                     vm->timing.clone / 1000.0, "network", vm->timing.network / 1000.0, "vmm",
-                     vm->timing.vmm / 1000.0, "boot", vm->timing.boot / 1000.0, "total",
-                     vm->timing.total / 1000.0);
+    json_t *j =
+        json_pack("{s:s?, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f}}", "id",
+                  rec->sandbox_id[0] ? rec->sandbox_id : NULL, "instance_id", rec->iid, "template",
+                  rec->template_name, "state", vm_state_to_string(rec->state), "vcpus",
+                  (int)rec->vcpus, "memory_mb", (int)rec->memory_mib, "created_at_us",
+                  (json_int_t)rec->created_at, "timings_ms", "clone", vm->timing.clone / 1000.0,
+                  "network", vm->timing.network / 1000.0, "vmm", vm->timing.vmm / 1000.0, "boot",
+                  vm->timing.boot / 1000.0, "total", vm->timing.total / 1000.0);
     if (j && vm->rt) {
         json_object_set_new(j, "pid", json_integer(runtime_pid(vm->rt)));
     }
@@ -70,8 +70,9 @@ static void reply_no_worker(struct evhttp_request *req, int r)
 {
     if (r == -EAGAIN || r == -ESHUTDOWN) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
-        http_util_reply_error(req, 503, r == -EAGAIN ? "node is busy (worker pool full), retry"
-                                                     : "node is shutting down");
+        http_util_reply_error(req, 503,
+                              r == -EAGAIN ? "node is busy (worker pool full), retry"
+                                           : "node is shutting down");
     } else {
         http_util_reply_error(req, 500, "cannot start worker: %s", strerror(-r));
     }
@@ -82,9 +83,10 @@ static void reply_no_worker(struct evhttp_request *req, int r)
 static void handle_health(struct manager *m, struct evhttp_request *req)
 {
     http_util_reply_json(req, 200,
-               json_pack("{s:s, s:s, s:s, s:s, s:i}", "status", "ok", "version", SPACE_VERSION,
-                         "runtime", m->host.runtime->name, "accel",
-                         runtime_accel_to_string(m->host.accel), "sandboxes", (int)m->n_vms));
+                         json_pack("{s:s, s:s, s:s, s:s, s:i}", "status", "ok", "version",
+                                   SPACE_VERSION, "runtime", m->host.runtime->name, "accel",
+                                   runtime_accel_to_string(m->host.accel), "sandboxes",
+                                   (int)m->n_vms));
 }
 
 static void handle_templates(struct manager *m, struct evhttp_request *req)
@@ -137,8 +139,10 @@ static void build_work(void *p)
     snprintf(script, sizeof(script), "%s/tools/template-build.sh", j->m->share_dir);
     snprintf(recipe, sizeof(recipe), "%s/templates/%s", j->m->share_dir, j->name);
     snprintf(out, sizeof(out), "%s/templates/%s", j->m->host.data_dir, j->name);
-    const char *argv[] = { "bash", script, "--recipe", recipe, "--agent", j->m->agent_path,
-                           "--cache", j->m->cache_dir, "--out", out, NULL };
+    const char *argv[] = {
+        "bash",    script,          "--recipe", recipe, "--agent", j->m->agent_path,
+        "--cache", j->m->cache_dir, "--out",    out,    NULL
+    };
     /* Kernel builds take minutes: this worker just waits; the loop stays free. */
     j->r = spawn_run(argv, -1, NULL, &j->output, 64 * 1024);
 }
@@ -209,8 +213,8 @@ static void handle_template_build(struct manager *m, struct evhttp_request *req,
 struct create_job {
     struct manager *m;
     struct evhttp_request *req;
-    struct vm *vm;               /* read-only for the worker */
-    int r;                       /* results: the loop applies them in create_done() */
+    struct vm *vm; /* read-only for the worker */
+    int r;         /* results: the loop applies them in create_done() */
     struct vm_create_result res;
 };
 
@@ -232,7 +236,7 @@ static void create_done(void *p)
         vm_set_state(vm, VM_STOPPED);
         manager_remove(m, vm);
         http_util_reply_error(j->req, j->r == -ETIMEDOUT ? 504 : 500, "cannot create sandbox: %s",
-                    j->res.error ? j->res.error : strerror(-j->r));
+                              j->res.error ? j->res.error : strerror(-j->r));
         vm_free(vm);
     } else {
         vm->rt = j->res.rt;
@@ -325,7 +329,8 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     }
     if (m->n_vms >= m->max_sandboxes) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
-        http_util_reply_error(req, 503, "this node is at capacity (%u sandboxes)", m->max_sandboxes);
+        http_util_reply_error(req, 503, "this node is at capacity (%u sandboxes)",
+                              m->max_sandboxes);
         goto out;
     }
     if (!id) {
@@ -402,7 +407,8 @@ static void kill_done(void *p)
     manager_remove(m, vm);
     log_sandbox_info(vm_sandbox_id(vm), "killed (instance %s)", vm->rec.iid);
     if (j->r < 0) {
-        http_util_reply_error(j->req, 500, "sandbox stopped but cleanup failed: %s", strerror(-j->r));
+        http_util_reply_error(j->req, 500, "sandbox stopped but cleanup failed: %s",
+                              strerror(-j->r));
     } else {
         evhttp_send_reply(j->req, 204, NULL, NULL);
     }
@@ -483,17 +489,18 @@ static void exec_done(void *p)
     if (j->r == -ENOENT || vm_state(vm) != VM_RUNNING) {
         http_util_reply_error(j->req, 404, "sandbox '%s' not found", vm_sandbox_id(vm));
     } else if (j->r == -EINVAL) {
-        http_util_reply_error(j->req, 400, "%s", j->result.error ? j->result.error : "invalid command");
+        http_util_reply_error(j->req, 400, "%s",
+                              j->result.error ? j->result.error : "invalid command");
     } else if (j->r == -ETIMEDOUT) {
         http_util_reply_error(j->req, 504, "command did not finish in time");
     } else if (j->r < 0) {
         http_util_reply_error(j->req, 502, "agent error: %s%s%s", strerror(-j->r),
-                    j->result.error ? ": " : "", j->result.error ? j->result.error : "");
+                              j->result.error ? ": " : "", j->result.error ? j->result.error : "");
     } else {
-        json_t *res = json_pack("{s:i, s:b, s:o, s:o}", "exit_code", j->result.exit_code,
-                                "exited", j->result.exited, "stdout_b64",
-                                json_b64(j->result.out, j->result.out_len), "stderr_b64",
-                                json_b64(j->result.err, j->result.err_len));
+        json_t *res =
+            json_pack("{s:i, s:b, s:o, s:o}", "exit_code", j->result.exit_code, "exited",
+                      j->result.exited, "stdout_b64", json_b64(j->result.out, j->result.out_len),
+                      "stderr_b64", json_b64(j->result.err, j->result.err_len));
         if (res && j->result.status) {
             json_object_set_new(res, "status", json_string(j->result.status));
         }
@@ -585,8 +592,7 @@ static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm
     /* Each KEY=VALUE is stored back into the body so the body owns it. */
     json_t *pairs = json_array();
     json_object_set_new(body, "_pairs", pairs);
-    json_object_foreach(env, key, value)
-    {
+    json_object_foreach (env, key, value) {
         char *kv = NULL;
         if (!json_is_string(value) || !*key || strchr(key, '=') ||
             asprintf(&kv, "%s=%s", key, json_string_value(value)) < 0) {
@@ -601,8 +607,8 @@ static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm
     j->request.env = j->env;
     j->request.cwd = json_string_value(json_object_get(body, "cwd"));
     j->request.user = json_string_value(json_object_get(body, "user"));
-    if (j->request.user && (!*j->request.user || strlen(j->request.user) > 64 ||
-                            strpbrk(j->request.user, ":\r\n"))) {
+    if (j->request.user &&
+        (!*j->request.user || strlen(j->request.user) > 64 || strpbrk(j->request.user, ":\r\n"))) {
         http_util_reply_error(req, 400, "invalid user name");
         goto fail;
     }
@@ -700,7 +706,8 @@ static void dispatch(struct evhttp_request *req, void *userdata)
         const char *p = path + 14;
         size_t n = strcspn(p, "/");
         if (n != SANDBOX_ID_LEN) {
-            http_util_reply_error(req, 400, "invalid sandbox id '%.*s'", (int)MIN(n, (size_t)64), p);
+            http_util_reply_error(req, 400, "invalid sandbox id '%.*s'", (int)MIN(n, (size_t)64),
+                                  p);
             return;
         }
         memcpy(id, p, n);

@@ -27,17 +27,15 @@ int instance_id_new(char out[INSTANCE_ID_LEN + 1])
     return random_id(out, INSTANCE_ID_LEN);
 }
 
-char *instance_record_to_json(const struct instance_record *rec, const char *dir,
-                              const char *netns)
+char *instance_record_to_json(const struct instance_record *rec, const char *dir, const char *netns)
 {
-    json_t *j = json_pack("{s:i, s:s, s:s?, s:s, s:i, s:i, s:I, s:s, s:s, s:I, s:I, s:s, s:s}",
-                          "version", 1, "iid", rec->iid, "sandbox_id",
-                          rec->sandbox_id[0] ? rec->sandbox_id : NULL, "template",
-                          rec->template_name, "vcpus", (int)rec->vcpus, "memory_mib",
-                          (int)rec->memory_mib, "created_at", (json_int_t)rec->created_at,
-                          "state", vm_state_to_string(rec->state), "access_token",
-                          rec->access_token, "pid", (json_int_t)rec->pid, "pid_start_time",
-                          (json_int_t)rec->pid_start_time, "dir", dir, "netns", netns);
+    json_t *j = json_pack(
+        "{s:i, s:s, s:s?, s:s, s:i, s:i, s:I, s:s, s:s, s:I, s:I, s:s, s:s}", "version", 1, "iid",
+        rec->iid, "sandbox_id", rec->sandbox_id[0] ? rec->sandbox_id : NULL, "template",
+        rec->template_name, "vcpus", (int)rec->vcpus, "memory_mib", (int)rec->memory_mib,
+        "created_at", (json_int_t)rec->created_at, "state", vm_state_to_string(rec->state),
+        "access_token", rec->access_token, "pid", (json_int_t)rec->pid, "pid_start_time",
+        (json_int_t)rec->pid_start_time, "dir", dir, "netns", netns);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     return text;

@@ -40,8 +40,8 @@ struct instance_record {
     unsigned memory_mib;
     usec_t created_at; /* realtime */
     enum vm_state state;
-    char access_token[129]; /* the agent's access token once /init set one ("" = none) */
-    pid_t pid;              /* the VMM, 0 until it started */
+    char access_token[129];  /* the agent's access token once /init set one ("" = none) */
+    pid_t pid;               /* the VMM, 0 until it started */
     uint64_t pid_start_time; /* /proc/<pid>/stat field 22 (clock ticks since boot) */
 };
 
@@ -65,8 +65,8 @@ bool instance_is_bound(const struct instance_record *rec);
 
 /* What a restarted node finds for one record. */
 struct instance_probe {
-    bool record_ok;          /* instance.json parsed */
-    bool process_exists;     /* a process with rec->pid exists (pidfd_open worked) */
+    bool record_ok;              /* instance.json parsed */
+    bool process_exists;         /* a process with rec->pid exists (pidfd_open worked) */
     uint64_t process_start_time; /* its start time, when it exists */
     bool netns_exists;
 };

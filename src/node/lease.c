@@ -69,7 +69,8 @@ static int lease_read(const char *dir, unsigned n, char *buf, size_t len)
     return 0;
 }
 
-/* Calls fn for each lease file; stops at the first nonzero return and returns it. Under the lock. */
+/* Calls fn for each lease file; stops at the first nonzero return and returns it. Under the lock.
+ */
 static int lease_each(const char *dir, int (*fn)(unsigned n, const char *owner, void *u), void *u)
 {
     struct dirent *de;

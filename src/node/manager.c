@@ -138,8 +138,10 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
                 free(j); /* pool full: the next tick tries again */
                 continue;
             }
-            log_sandbox_warning(vm_sandbox_id(vm), "vmm of instance %s exited unexpectedly, "
-                                "removing it", vm->rec.iid);
+            log_sandbox_warning(vm_sandbox_id(vm),
+                                "vmm of instance %s exited unexpectedly, "
+                                "removing it",
+                                vm->rec.iid);
             vm_set_state(vm, VM_STOPPING);
         }
     }
@@ -156,7 +158,8 @@ static void stop_timer_cb(evutil_socket_t fd, short what, void *userdata)
 {
     struct manager *m = userdata;
     log_warning("%u job(s) still running after the stop timeout; leaving them to the next "
-                "start's reconcile", manager_jobs_pending(m));
+                "start's reconcile",
+                manager_jobs_pending(m));
     event_base_loopbreak(m->base);
 }
 
@@ -192,8 +195,10 @@ static void adopt_cb(struct vm *vm, void *userdata)
 {
     struct manager *m = userdata;
     if (manager_find(m, vm_sandbox_id(vm)) || manager_add(m, vm) < 0) {
-        log_sandbox_error(vm_sandbox_id(vm), "cannot adopt instance %s, leaving it to the next "
-                          "start", vm->rec.iid);
+        log_sandbox_error(vm_sandbox_id(vm),
+                          "cannot adopt instance %s, leaving it to the next "
+                          "start",
+                          vm->rec.iid);
         vm_free(vm); /* frees the handle only: the VM keeps running */
     }
 }

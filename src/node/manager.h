@@ -16,19 +16,19 @@ struct manager {
     struct event *sigterm, *sigint, *tick, *stop_timer;
     struct vm_host host;
     struct worker_pool *pool;
-    struct vm **vms;           /* every instance, bound or not */
+    struct vm **vms; /* every instance, bound or not */
     size_t n_vms, cap_vms;
     unsigned max_sandboxes;
     unsigned default_vcpus, default_memory_mib;
-    const char *share_dir;   /* template recipes + tools/template-build.sh; NULL: no builds */
-    const char *agent_path;  /* the space-agent binary templates get */
-    const char *cache_dir;   /* template build cache */
+    const char *share_dir;  /* template recipes + tools/template-build.sh; NULL: no builds */
+    const char *agent_path; /* the space-agent binary templates get */
+    const char *cache_dir;  /* template build cache */
     bool stopping;
 };
 
 struct manager_limits {
-    unsigned workers;     /* worker threads at most */
-    unsigned queue;       /* jobs waiting for a worker at most */
+    unsigned workers; /* worker threads at most */
+    unsigned queue;   /* jobs waiting for a worker at most */
 };
 
 int manager_new(struct event_base *base, const struct vm_host *host,

@@ -37,7 +37,7 @@ int netslot_netns_path(const char *id, char *buf, size_t n)
         return -EINVAL;
     }
     return snprintf(buf, n, "/run/netns/" NETSLOT_NETNS_PREFIX "%s", id) >= (int)n ? -ENAMETOOLONG
-                                                                                      : 0;
+                                                                                   : 0;
 }
 
 bool netslot_exists(const char *id)
@@ -66,8 +66,8 @@ static int write_sysctls(const char *id, const char *const (*list)[2], size_t n)
     for (size_t i = 0; i < n; i++) {
         int r = netns_sysctl_write(list[i][0], list[i][1]);
         if (r < 0) {
-            return log_sandbox_warning_errno(id, r, "cannot set %s=%s in its netns: %m",
-                                             list[i][0], list[i][1]);
+            return log_sandbox_warning_errno(id, r, "cannot set %s=%s in its netns: %m", list[i][0],
+                                             list[i][1]);
         }
     }
     return 0;
@@ -77,7 +77,9 @@ static int write_sysctls(const char *id, const char *const (*list)[2], size_t n)
 static int netslot_setup_inside(const char *id)
 {
     static const struct nft_sandbox plan = {
-        .tap = NETSLOT_TAP, .guest_ip = NETSLOT_GUEST_IP, .guest_mac = NETSLOT_GUEST_MAC,
+        .tap = NETSLOT_TAP,
+        .guest_ip = NETSLOT_GUEST_IP,
+        .guest_mac = NETSLOT_GUEST_MAC,
         .host_ip = NETSLOT_HOST_IP,
     };
     char *out = NULL, *ruleset = NULL, *nft_error = NULL;

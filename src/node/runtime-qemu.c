@@ -214,7 +214,8 @@ static void qemu_fds_close(struct qemu_fds *f)
     f->qmp = close_safe(f->qmp);
 }
 
-/* The tap is attached from inside the sandbox's netns: a tun fd belongs to the netns it was opened in. */
+/* The tap is attached from inside the sandbox's netns: a tun fd belongs to the netns it was opened
+ * in. */
 static int open_tap(const char *netns_path, const char *name, int *ret)
 {
     struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR };
@@ -265,7 +266,8 @@ static int listen_unix(const char *path, int *ret)
     return 0;
 }
 
-/* Kernel and initrd are reopened by QEMU through /proc/self/fd, which checks the file's own mode. */
+/* Kernel and initrd are reopened by QEMU through /proc/self/fd, which checks the file's own mode.
+ */
 static int open_world_readable(const char *path, int *ret)
 {
     struct stat st;
@@ -282,8 +284,7 @@ static int open_world_readable(const char *path, int *ret)
     return 0;
 }
 
-static int qemu_open_fds(const struct runtime_config *cfg, const char *qmp_path,
-                         struct qemu_fds *f)
+static int qemu_open_fds(const struct runtime_config *cfg, const char *qmp_path, struct qemu_fds *f)
 {
     int r;
 
@@ -340,8 +341,8 @@ static int qemu_identity(const struct runtime_config *cfg, uid_t *ret_uid, gid_t
 static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
 {
     char machine[256], memory[32], smp[16], append[2048], pidtext[48], qmp_path[PATH_MAX],
-        pidfile[PATH_MAX], console_path[PATH_MAX], logpath[PATH_MAX], chardev_qmp[64],
-        netdev[128], netdevice[128], kernel[64], initrd[64], fd_disk_rw[PATH_MAX + 64],
+        pidfile[PATH_MAX], console_path[PATH_MAX], logpath[PATH_MAX], chardev_qmp[64], netdev[128],
+        netdevice[128], kernel[64], initrd[64], fd_disk_rw[PATH_MAX + 64],
         fd_disk_ro[PATH_MAX + 64], fd_console[PATH_MAX + 64];
     struct qemu_fds f = { -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF };
     struct qemu_vm *vm = NULL;
@@ -404,23 +405,58 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
     snprintf(netdevice, sizeof(netdevice), "virtio-net-device,netdev=n0,mac=%s", cfg->mac);
 
     const char *argv[] = {
-        QEMU_BINARY, "-name", cfg->id, "-M", machine,
-        "-accel", cfg->accel == RUNTIME_ACCEL_KVM ? "kvm" : "tcg",
-        "-cpu", cfg->accel == RUNTIME_ACCEL_KVM ? "host" : "qemu64",
-        "-m", memory, "-smp", smp,
-        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        QEMU_BINARY,
+        "-name",
+        cfg->id,
+        "-M",
+        machine,
+        "-accel",
+        cfg->accel == RUNTIME_ACCEL_KVM ? "kvm" : "tcg",
+        "-cpu",
+        cfg->accel == RUNTIME_ACCEL_KVM ? "host" : "qemu64",
+        "-m",
+        memory,
+        "-smp",
+        smp,
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
         /* seccomp: no obsolete syscalls, no set*id, no fork/exec, no scheduler/affinity changes */
-        "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-        "-add-fd", fd_disk_rw, "-add-fd", fd_disk_ro, "-add-fd", fd_console,
+        "-sandbox",
+        "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+        "-add-fd",
+        fd_disk_rw,
+        "-add-fd",
+        fd_disk_ro,
+        "-add-fd",
+        fd_console,
         /* the console pump's pipe (console.h); append=on: QEMU must not try to truncate it */
-        "-chardev", "file,id=ser0,path=/dev/fdset/2,append=on", "-serial", "chardev:ser0",
-        "-chardev", chardev_qmp, "-mon", "chardev=qmp,mode=control",
-        "-kernel", kernel, "-append", append,
-        "-drive", "id=root,file=/dev/fdset/1,format=raw,if=none,cache=unsafe",
-        "-device", "virtio-blk-device,drive=root",
-        "-netdev", netdev, "-device", netdevice,
-        "-device", "virtio-rng-device",
-        cfg->initrd ? "-initrd" : NULL, initrd,
+        "-chardev",
+        "file,id=ser0,path=/dev/fdset/2,append=on",
+        "-serial",
+        "chardev:ser0",
+        "-chardev",
+        chardev_qmp,
+        "-mon",
+        "chardev=qmp,mode=control",
+        "-kernel",
+        kernel,
+        "-append",
+        append,
+        "-drive",
+        "id=root,file=/dev/fdset/1,format=raw,if=none,cache=unsafe",
+        "-device",
+        "virtio-blk-device,drive=root",
+        "-netdev",
+        netdev,
+        "-device",
+        netdevice,
+        "-device",
+        "virtio-rng-device",
+        cfg->initrd ? "-initrd" : NULL,
+        initrd,
         NULL,
     };
     const int pass[] = { f.disk_rw, f.disk_ro, f.console, f.kernel, f.tap, f.qmp, f.initrd };
@@ -436,10 +472,19 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
         goto fail;
     }
     struct spawn_opts opts = {
-        .argv = argv, .stdin_fd = -1, .stdout_fd = log_fd, .stderr_fd = log_fd,
-        .netns_fd = netns_fd, .new_session = true,
-        .pass_fds = pass, .n_pass_fds = ARRAY_SIZE(pass) - (cfg->initrd ? 0 : 1),
-        .drop_privileges = true, .uid = uid, .gid = uid, .groups = groups, .n_groups = n_groups,
+        .argv = argv,
+        .stdin_fd = -1,
+        .stdout_fd = log_fd,
+        .stderr_fd = log_fd,
+        .netns_fd = netns_fd,
+        .new_session = true,
+        .pass_fds = pass,
+        .n_pass_fds = ARRAY_SIZE(pass) - (cfg->initrd ? 0 : 1),
+        .drop_privileges = true,
+        .uid = uid,
+        .gid = uid,
+        .groups = groups,
+        .n_groups = n_groups,
     };
     r = spawn_start(&opts, &pid);
     /* Ours are copies: QEMU holds its own now, and the QMP listener must die with QEMU. */
@@ -680,10 +725,31 @@ enum runtime_accel runtime_detect_accel(enum runtime_accel want, const char *ker
      * internal error or hangs until the timeout.
      */
     const char *argv[] = {
-        "timeout", "10", QEMU_BINARY, "-M", "microvm,x-option-roms=off,rtc=on,isa-serial=on,acpi=off",
-        "-accel", "kvm", "-cpu", "host", "-m", "128", "-smp", "1", "-nodefaults",
-        "-no-user-config", "-display", "none", "-no-reboot", "-serial", "stdio",
-        "-kernel", kernel, "-append", "console=ttyS0 panic=-1 reboot=k", NULL,
+        "timeout",
+        "10",
+        QEMU_BINARY,
+        "-M",
+        "microvm,x-option-roms=off,rtc=on,isa-serial=on,acpi=off",
+        "-accel",
+        "kvm",
+        "-cpu",
+        "host",
+        "-m",
+        "128",
+        "-smp",
+        "1",
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-serial",
+        "stdio",
+        "-kernel",
+        kernel,
+        "-append",
+        "console=ttyS0 panic=-1 reboot=k",
+        NULL,
     };
     (void)spawn_run(argv, -1, NULL, &out, 1 << 20);
     bool ok = out && (strstr(out, "VFS: Unable to mount root") || strstr(out, "Kernel panic"));

@@ -29,13 +29,13 @@ int runtime_accel_from_string(const char *s);
 
 /* Everything a runtime needs to boot one sandbox. Strings are borrowed for the call. */
 struct runtime_config {
-    const char *id;          /* validated sandbox id */
-    const char *dir;         /* the sandbox's private directory (sockets, logs, pidfile) */
-    const char *kernel;      /* uncompressed vmlinux (PVH) */
-    const char *initrd;      /* NULL for our own kernel; Debian's fallback kernel needs its
-                                module initramfs and ACPI to find the virtio-mmio devices */
-    const char *rootfs;      /* this sandbox's copy-on-write disk */
-    const char *netns_path;  /* /run/netns/... the VMM joins; its tap is `tap` */
+    const char *id;         /* validated sandbox id */
+    const char *dir;        /* the sandbox's private directory (sockets, logs, pidfile) */
+    const char *kernel;     /* uncompressed vmlinux (PVH) */
+    const char *initrd;     /* NULL for our own kernel; Debian's fallback kernel needs its
+                               module initramfs and ACPI to find the virtio-mmio devices */
+    const char *rootfs;     /* this sandbox's copy-on-write disk */
+    const char *netns_path; /* /run/netns/... the VMM joins; its tap is `tap` */
     const char *tap;
     const char *mac;
     const char *guest_ip;    /* the agent's address, reachable only inside netns */

@@ -14,9 +14,16 @@
 static struct instance_record running(void)
 {
     struct instance_record rec = {
-        .iid = "abcdefgh0123", .sandbox_id = "sb00000000000000000a", .template_name = "base",
-        .vcpus = 1, .memory_mib = 512, .created_at = 1700000000000000ull, .state = VM_RUNNING,
-        .access_token = "tok", .pid = 4242, .pid_start_time = 987654,
+        .iid = "abcdefgh0123",
+        .sandbox_id = "sb00000000000000000a",
+        .template_name = "base",
+        .vcpus = 1,
+        .memory_mib = 512,
+        .created_at = 1700000000000000ull,
+        .state = VM_RUNNING,
+        .access_token = "tok",
+        .pid = 4242,
+        .pid_start_time = 987654,
     };
     return rec;
 }
@@ -93,12 +100,12 @@ static void test_record_rejects_bad_input(void **state)
     assert_int_equal(instance_record_from_json("", &back), -EINVAL);
     assert_int_equal(instance_record_from_json("[]", &back), -EINVAL);
     assert_int_equal(instance_record_from_json("{\"iid\":\"../../etc\"}", &back), -EINVAL);
-    assert_int_equal(instance_record_from_json(
-                         "{\"iid\":\"abcdefgh0123\",\"sandbox_id\":\"x/y\"}", &back),
-                     -EINVAL);
-    assert_int_equal(instance_record_from_json(
-                         "{\"iid\":\"abcdefgh0123\",\"template\":\"../t\"}", &back),
-                     -EINVAL);
+    assert_int_equal(
+        instance_record_from_json("{\"iid\":\"abcdefgh0123\",\"sandbox_id\":\"x/y\"}", &back),
+        -EINVAL);
+    assert_int_equal(
+        instance_record_from_json("{\"iid\":\"abcdefgh0123\",\"template\":\"../t\"}", &back),
+        -EINVAL);
     /* Unknown state, negative pid: readable, but nothing to re-attach to. */
     assert_int_equal(instance_record_from_json(
                          "{\"iid\":\"abcdefgh0123\",\"state\":\"killing\",\"pid\":-5}", &back),
@@ -110,8 +117,10 @@ static void test_record_rejects_bad_input(void **state)
 static void test_reattach_verdict(void **state)
 {
     struct instance_record rec = running();
-    struct instance_probe ok = { .record_ok = true, .process_exists = true,
-                                 .process_start_time = 987654, .netns_exists = true };
+    struct instance_probe ok = { .record_ok = true,
+                                 .process_exists = true,
+                                 .process_start_time = 987654,
+                                 .netns_exists = true };
     struct instance_probe p;
     const char *why = NULL;
 

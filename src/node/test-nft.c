@@ -12,7 +12,9 @@
 #include "node/nft.h"
 
 static const struct nft_sandbox plan = {
-    .tap = "tap0", .guest_ip = "169.254.0.2", .guest_mac = "02:00:00:00:00:02",
+    .tap = "tap0",
+    .guest_ip = "169.254.0.2",
+    .guest_mac = "02:00:00:00:00:02",
     .host_ip = "169.254.0.1",
 };
 
@@ -22,7 +24,8 @@ static void test_ruleset_names_the_plan(void **state)
     assert_int_equal(nft_sandbox_ruleset(&plan, &r), 0);
     /* Anti-spoofing on the tap's ingress, by MAC, ARP sender and IPv4 source. */
     assert_non_null(strstr(r, "hook ingress device \"tap0\""));
-    assert_non_null(strstr(r, "ether saddr != 02:00:00:00:00:02 counter name \"spoofed_mac\" drop"));
+    assert_non_null(
+        strstr(r, "ether saddr != 02:00:00:00:00:02 counter name \"spoofed_mac\" drop"));
     assert_non_null(strstr(r, "arp saddr ip != 169.254.0.2 counter name \"spoofed_arp\" drop"));
     assert_non_null(strstr(r, "ip saddr != 169.254.0.2 counter name \"spoofed_ip\" drop"));
     assert_non_null(strstr(r, "counter name \"not_ipv4\" drop"));

@@ -108,10 +108,8 @@ static void test_owner_thread(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names_round_trip),
-        cmocka_unit_test(test_create_and_kill_paths),
-        cmocka_unit_test(test_future_rows),
-        cmocka_unit_test(test_terminal_and_transitional),
+        cmocka_unit_test(test_names_round_trip), cmocka_unit_test(test_create_and_kill_paths),
+        cmocka_unit_test(test_future_rows),      cmocka_unit_test(test_terminal_and_transitional),
         cmocka_unit_test(test_owner_thread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

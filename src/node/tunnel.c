@@ -74,7 +74,7 @@
 
 #define TUNNEL_REQUEST_TIMEOUT_SEC 10
 #define TUNNEL_CONNECT_TIMEOUT_SEC 10
-#define TUNNEL_LINGER_SEC 2             /* after an ERR line */
+#define TUNNEL_LINGER_SEC 2 /* after an ERR line */
 /* Longer than the ingress' 15 min, so the ingress (which answers the client) times out first. */
 #define TUNNEL_IDLE_TIMEOUT_SEC (16 * 60)
 /* Descriptors per tunnel for the cap: client, guest, and the relay's two pipes. */
@@ -488,8 +488,8 @@ static void request_read_cb(struct bufferevent *bev, void *userdata)
         return;
     }
     /* A guest that accepts and never answers cannot take every tunnel. */
-    if (sandbox_tunnels(c->t, c->id) > MAX(listener_max_conns(c->t->listener) / 8,
-                                           (unsigned)TUNNEL_MAX_PER_SANDBOX_MIN)) {
+    if (sandbox_tunnels(c->t, c->id) >
+        MAX(listener_max_conns(c->t->listener) / 8, (unsigned)TUNNEL_MAX_PER_SANDBOX_MIN)) {
         conn_fail(c, 503, "too many tunnels to this sandbox");
         return;
     }
@@ -512,8 +512,9 @@ static void accept_cb(struct listener *l, int fd, const struct sockaddr *sa, soc
         listener_release(l, NULL);
         return;
     }
-    *c = (struct tunnel_conn){ .t = t, .state = CONN_REQUEST, .connect_fd = -EBADF,
-                               .client_fd = fd };
+    *c = (struct tunnel_conn){
+        .t = t, .state = CONN_REQUEST, .connect_fd = -EBADF, .client_fd = fd
+    };
     c->bev[SIDE_CLIENT] = bufferevent_socket_new(base, fd, 0);
     c->timer = evtimer_new(base, timer_cb, c);
     c->reaper = evtimer_new(base, reap_cb, c);

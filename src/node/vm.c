@@ -84,8 +84,7 @@ int vm_instance_dir(const struct vm_host *host, const char *iid, char *buf, size
     if (!instance_id_is_valid(iid)) {
         return -EINVAL;
     }
-    return snprintf(buf, n, "%s/instances/%s", host->data_dir, iid) >= (int)n ? -ENAMETOOLONG
-                                                                                : 0;
+    return snprintf(buf, n, "%s/instances/%s", host->data_dir, iid) >= (int)n ? -ENAMETOOLONG : 0;
 }
 
 int vm_template_dir(const struct vm_host *host, const char *name, char *buf, size_t n)
@@ -164,12 +163,21 @@ static int vm_runtime_config(const struct vm_host *host, const struct instance_r
     snprintf(p->initrd, sizeof(p->initrd), "%s/initrd.cpio", tdir);
     bool has_initrd = access(p->initrd, R_OK) == 0;
     *cfg = (struct runtime_config){
-        .id = rec->iid, .dir = p->dir, .kernel = p->kernel, .rootfs = p->rootfs,
+        .id = rec->iid,
+        .dir = p->dir,
+        .kernel = p->kernel,
+        .rootfs = p->rootfs,
         .initrd = has_initrd ? p->initrd : NULL,
-        .netns_path = p->netns, .tap = NETSLOT_TAP, .mac = NETSLOT_GUEST_MAC,
-        .guest_ip = NETSLOT_GUEST_IP, .kernel_args = NETSLOT_KERNEL_IP_ARG,
-        .vcpus = rec->vcpus, .memory_mib = rec->memory_mib, .accel = host->accel,
-        .pid = rec->pid, .pid_start_time = rec->pid_start_time,
+        .netns_path = p->netns,
+        .tap = NETSLOT_TAP,
+        .mac = NETSLOT_GUEST_MAC,
+        .guest_ip = NETSLOT_GUEST_IP,
+        .kernel_args = NETSLOT_KERNEL_IP_ARG,
+        .vcpus = rec->vcpus,
+        .memory_mib = rec->memory_mib,
+        .accel = host->accel,
+        .pid = rec->pid,
+        .pid_start_time = rec->pid_start_time,
         .console_log_max = host->console_log_max,
     };
     return 0;
@@ -214,8 +222,11 @@ static int vm_agent_request(struct runtime_vm *rt, const struct http_request *re
 static int vm_post_init(const struct vm *vm, struct runtime_vm *rt)
 {
     const char *headers[] = { "Content-Type: application/json", NULL };
-    struct http_request req = { .method = "POST", .path = "/init", .headers = headers,
-                                .body = vm->init_json, .body_len = strlen(vm->init_json) };
+    struct http_request req = { .method = "POST",
+                                .path = "/init",
+                                .headers = headers,
+                                .body = vm->init_json,
+                                .body_len = strlen(vm->init_json) };
     return vm_agent_request(rt, &req, 2 * USEC_PER_SEC, 10 * USEC_PER_SEC);
 }
 
@@ -436,11 +447,11 @@ int vm_destroy(const struct vm_host *host, const struct vm *vm)
 /* ---- exec through the agent's process.Process/Start stream ---- */
 
 struct exec_stream {
-    struct strbuf in;       /* undecoded response bytes */
+    struct strbuf in; /* undecoded response bytes */
     struct vm_exec_result *res;
     struct strbuf out, err;
-    bool ended;             /* saw the end-of-stream frame */
-    char *stream_error;     /* end-of-stream error message */
+    bool ended;         /* saw the end-of-stream frame */
+    char *stream_error; /* end-of-stream error message */
     int stream_code;
 };
 
@@ -623,8 +634,11 @@ int vm_exec(const struct vm_host *host, const struct vm *vm, const struct vm_exe
         r = -ENOENT;
         goto out;
     }
-    struct http_request hreq = { .method = "POST", .path = "/process.Process/Start",
-                                 .headers = headers, .body = body, .body_len = body_len };
+    struct http_request hreq = { .method = "POST",
+                                 .path = "/process.Process/Start",
+                                 .headers = headers,
+                                 .body = body,
+                                 .body_len = body_len };
     usec_t deadline = now_monotonic() + timeout_ms * USEC_PER_MSEC + 5 * USEC_PER_SEC;
     r = http_client_request(fd, &hreq, deadline, &status, &content_type, exec_body_cb, &s);
     if (r < 0) {
@@ -736,9 +750,8 @@ int vm_reconcile(const struct vm_host *host, vm_adopt_cb cb, void *userdata)
         struct instance_record *rec = &vm->rec;
         if (rec->pid > 1) {
             int pidfd = (int)syscall(SYS_pidfd_open, rec->pid, 0);
-            probe.process_exists = pidfd >= 0 &&
-                                   runtime_process_start_time(rec->pid,
-                                                              &probe.process_start_time) >= 0;
+            probe.process_exists =
+                pidfd >= 0 && runtime_process_start_time(rec->pid, &probe.process_start_time) >= 0;
             close_safe(pidfd);
         }
         probe.netns_exists = netslot_exists(rec->iid);

@@ -25,12 +25,12 @@
 
 /* Host-wide settings every vm needs; owned by the manager, read-only for workers. */
 struct vm_host {
-    const char *data_dir;      /* instances/<iid>/ and templates/<name>/ live here */
+    const char *data_dir; /* instances/<iid>/ and templates/<name>/ live here */
     const struct runtime_ops *runtime;
-    enum runtime_accel accel;  /* resolved */
-    usec_t ready_timeout;      /* guest boot to agent ready */
-    usec_t max_exec_timeout;   /* deadline of an exec that names none; caps those that do */
-    size_t console_log_max;    /* cap of each console.log (console.h) */
+    enum runtime_accel accel; /* resolved */
+    usec_t ready_timeout;     /* guest boot to agent ready */
+    usec_t max_exec_timeout;  /* deadline of an exec that names none; caps those that do */
+    size_t console_log_max;   /* cap of each console.log (console.h) */
 };
 
 struct vm_timing {
@@ -41,8 +41,8 @@ struct vm {
     struct instance_record rec; /* what instance.json holds; rec.state is the state */
     struct runtime_vm *rt;      /* set by the loop from a create result or at re-attach */
     struct vm_timing timing;
-    unsigned busy;     /* workers using this vm besides its owner (exec) */
-    char *init_json;   /* body for the agent's POST /init after boot (envd), or NULL */
+    unsigned busy;   /* workers using this vm besides its owner (exec) */
+    char *init_json; /* body for the agent's POST /init after boot (envd), or NULL */
 };
 
 /* Loop thread only: moves vm to `to`, asserting the row exists in the state table. */
@@ -74,7 +74,7 @@ struct vm_create_result {
     pid_t pid;
     uint64_t pid_start_time;
     struct vm_timing timing;
-    char *error;           /* on failure: message with the serial console tail (caller frees) */
+    char *error; /* on failure: message with the serial console tail (caller frees) */
 };
 
 /*
@@ -89,18 +89,18 @@ int vm_destroy(const struct vm_host *host, const struct vm *vm);
 
 struct vm_exec_request {
     const char *cmd;
-    const char *const *args;   /* NULL-terminated */
-    const char *const *env;    /* NULL-terminated KEY=VALUE */
-    const char *cwd;           /* may be NULL */
-    const char *user;          /* may be NULL: the agent's default */
-    uint64_t timeout_ms;       /* the command's deadline; never 0 (http-api.c fills the max) */
+    const char *const *args; /* NULL-terminated */
+    const char *const *env;  /* NULL-terminated KEY=VALUE */
+    const char *cwd;         /* may be NULL */
+    const char *user;        /* may be NULL: the agent's default */
+    uint64_t timeout_ms;     /* the command's deadline; never 0 (http-api.c fills the max) */
 };
 
 struct vm_exec_result {
     int exit_code;
-    bool exited;      /* false: killed by a signal */
-    char *status;     /* "exit status 3", "signal: killed" */
-    char *error;      /* the agent's error text, if any */
+    bool exited;  /* false: killed by a signal */
+    char *status; /* "exit status 3", "signal: killed" */
+    char *error;  /* the agent's error text, if any */
     char *out;
     size_t out_len;
     char *err;

@@ -21,11 +21,11 @@ struct worker_pool {
     pthread_cond_t cond;
     struct pool_job *head, *tail; /* queued, not yet taken */
     unsigned queued, queue_max;
-    unsigned threads, idle;       /* started threads, those waiting for a job */
-    unsigned busy;                /* threads running a job */
+    unsigned threads, idle; /* started threads, those waiting for a job */
+    unsigned busy;          /* threads running a job */
     unsigned threads_max;
-    unsigned pending;             /* loop thread: submitted, done not yet run */
-    unsigned alive;               /* threads not yet exited (under lock) */
+    unsigned pending; /* loop thread: submitted, done not yet run */
+    unsigned alive;   /* threads not yet exited (under lock) */
     bool stopping;
 };
 

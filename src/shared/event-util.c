@@ -48,8 +48,9 @@ int event_util_run_job(struct event_base *base, unsigned *counter, event_util_jo
     if (!slot) {
         return -ENOMEM;
     }
-    *slot = (struct job_slot){ .base = base, .counter = counter, .work = work, .done = done,
-                               .job = job };
+    *slot = (struct job_slot){
+        .base = base, .counter = counter, .work = work, .done = done, .job = job
+    };
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     r = -pthread_create(&t, &attr, job_thread, slot);

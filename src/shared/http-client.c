@@ -168,7 +168,8 @@ static int read_body(struct reader *rd, struct http1_body *body, http_body_cb cb
         if (r == 0) {
             return body->kind == HTTP1_BODY_UNTIL_EOF ? 0 : -EPROTO;
         }
-        ssize_t n = http1_body_feed(body, rd->buf + rd->pos, rd->len - rd->pos, body_sink_cb, &sink);
+        ssize_t n =
+            http1_body_feed(body, rd->buf + rd->pos, rd->len - rd->pos, body_sink_cb, &sink);
         if (n < 0) {
             return n == -EBADMSG ? -EPROTO : (int)n;
         }
@@ -340,7 +341,10 @@ int http_client_unix_json(const char *socket_path, const char *method, const cha
     if (r < 0) {
         goto out;
     }
-    struct http_request req = { .method = method, .path = path, .headers = headers, .body = text,
+    struct http_request req = { .method = method,
+                                .path = path,
+                                .headers = headers,
+                                .body = text,
                                 .body_len = text ? strlen(text) : 0 };
     r = http_client_request(fd, &req, timeout ? now_monotonic() + timeout : 0, &status, NULL,
                             collect_cb, &sb);

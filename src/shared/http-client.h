@@ -20,8 +20,8 @@
 struct http_request {
     const char *method;
     const char *path;
-    const char *host;            /* Host header; "localhost" when NULL */
-    const char *const *headers;  /* NULL-terminated "Name: value" lines, may be NULL */
+    const char *host;           /* Host header; "localhost" when NULL */
+    const char *const *headers; /* NULL-terminated "Name: value" lines, may be NULL */
     const void *body;
     size_t body_len;
 };

@@ -443,8 +443,8 @@ int http1_field_unique(const char *buf, size_t head_len, const char *name,
 
 static bool is_unreserved(unsigned char c)
 {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           c == '-' || c == '.' || c == '_' || c == '~';
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+           c == '.' || c == '_' || c == '~';
 }
 
 bool http1_path_is_canonical(struct http1_span path)
@@ -537,8 +537,7 @@ static int rewrite_head(const char *buf, size_t len, bool keep_upgrade, const ch
     return r < 0 ? r : 0;
 }
 
-int http1_rewrite_request(const char *buf, const struct http1_request *req,
-                                 struct strbuf *out)
+int http1_rewrite_request(const char *buf, const struct http1_request *req, struct strbuf *out)
 {
     return rewrite_head(buf, req->head_len, req->upgrade, "close", out);
 }
@@ -581,8 +580,8 @@ int http1_parse_response(const char *buf, size_t len, struct http1_response *ret
         if (line.n == 0) {
             break;
         }
-        if (line.p[0] == ' ' || line.p[0] == '\t' ||
-            ++fields > HTTP1_MAX_FIELDS || split_field(line, &name, &value) < 0) {
+        if (line.p[0] == ' ' || line.p[0] == '\t' || ++fields > HTTP1_MAX_FIELDS ||
+            split_field(line, &name, &value) < 0) {
             return -EBADMSG; /* obs-fold, too many fields, malformed */
         }
         if (http1_span_eq_ci(name, "Transfer-Encoding")) {
@@ -656,7 +655,6 @@ void http1_body_init_response(struct http1_body *b, const struct http1_response 
     }
     b->done = b->kind == HTTP1_BODY_NONE;
 }
-
 
 /*
  * The rest of a chunk-size line (extensions) or a trailer line: HTAB and

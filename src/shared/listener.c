@@ -237,8 +237,8 @@ int listener_new(struct event_base *base, int fd, const struct listener_limits *
         return -ENOMEM;
     }
     *l = (struct listener){ .base = base, .accept_fn = accept_fn, .userdata = userdata };
-    l->max_conns = limits->max_conns ? limits->max_conns
-                                     : listener_conns_from_rlimit(limits->fds_per_conn);
+    l->max_conns =
+        limits->max_conns ? limits->max_conns : listener_conns_from_rlimit(limits->fds_per_conn);
     l->max_per_peer = limits->max_per_peer;
     if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
         if (ss.ss_family == AF_INET) {

@@ -35,7 +35,8 @@ struct listener_limits {
     unsigned fds_per_conn; /* for the default max_conns; 0 counts as 1 */
 };
 
-/* A new connection: fd is the caller's (non-blocking, close-on-exec). peer is NULL for Unix sockets. */
+/* A new connection: fd is the caller's (non-blocking, close-on-exec). peer is NULL for Unix
+ * sockets. */
 typedef void (*listener_accept_fn)(struct listener *l, int fd, const struct sockaddr *peer,
                                    socklen_t peer_len, void *userdata);
 

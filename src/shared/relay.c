@@ -158,7 +158,8 @@ static ssize_t dir_write(struct direction *d, int dst)
     return 0;
 }
 
-/* Reads from src into d while there is room. Same returns as dir_write(); EOF counts as progress. */
+/* Reads from src into d while there is room. Same returns as dir_write(); EOF counts as progress.
+ */
 static ssize_t dir_read(struct direction *d, int src)
 {
     ssize_t n;
@@ -300,8 +301,9 @@ int relay_new(struct event_base *base, int a, int b, unsigned idle_sec, relay_do
     if (!r) {
         return -ENOMEM;
     }
-    *r = (struct relay){ .base = base, .fd = { a, b }, .idle_sec = idle_sec, .done = done,
-                         .userdata = userdata };
+    *r = (struct relay){
+        .base = base, .fd = { a, b }, .idle_sec = idle_sec, .done = done, .userdata = userdata
+    };
     for (size_t s = 0; s < 2; s++) {
         r->dir[s].pipe[0] = r->dir[s].pipe[1] = -EBADF;
         if (fd_set_nonblock(r->fd[s], 1) < 0) {

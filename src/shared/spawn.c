@@ -70,9 +70,10 @@ static void child_drop_privileges(const struct spawn_opts *opts)
             child_fail("drop the capability bounding set");
         }
     }
-    if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-                                     SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-                                     SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+    if (prctl(PR_SET_SECUREBITS,
+              SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                  SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+                  SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
               0, 0, 0) < 0) {
         child_fail("lock securebits");
     }
@@ -187,7 +188,10 @@ int spawn_run(const char *const *argv, int netns_fd, const char *stdin_data, cha
         goto out;
     }
     struct spawn_opts opts = {
-        .argv = argv, .stdin_fd = in[0], .stdout_fd = out[1], .stderr_fd = out[1],
+        .argv = argv,
+        .stdin_fd = in[0],
+        .stdout_fd = out[1],
+        .stderr_fd = out[1],
         .netns_fd = netns_fd,
     };
     r = spawn_start(&opts, &pid);
@@ -201,7 +205,8 @@ int spawn_run(const char *const *argv, int netns_fd, const char *stdin_data, cha
     }
 
     while (out[0] >= 0) {
-        struct pollfd p[2] = { { .fd = out[0], .events = POLLIN }, { .fd = in[1], .events = POLLOUT } };
+        struct pollfd p[2] = { { .fd = out[0], .events = POLLIN },
+                               { .fd = in[1], .events = POLLOUT } };
         if (poll(p, in[1] >= 0 ? 2 : 1, -1) < 0) {
             if (errno == EINTR) {
                 continue;

@@ -10,12 +10,12 @@
 #include <sys/types.h>
 
 struct spawn_opts {
-    const char *const *argv;  /* argv[0] is looked up in PATH */
-    int stdin_fd;             /* -1: /dev/null */
-    int stdout_fd;            /* -1: /dev/null */
-    int stderr_fd;            /* -1: /dev/null */
-    int netns_fd;             /* -1: stay in our network namespace */
-    bool new_session;         /* setsid(): not killed with our terminal's process group */
+    const char *const *argv; /* argv[0] is looked up in PATH */
+    int stdin_fd;            /* -1: /dev/null */
+    int stdout_fd;           /* -1: /dev/null */
+    int stderr_fd;           /* -1: /dev/null */
+    int netns_fd;            /* -1: stay in our network namespace */
+    bool new_session;        /* setsid(): not killed with our terminal's process group */
     /* Kept open across exec under the same numbers (each must be >= 3); all else is closed. */
     const int *pass_fds;
     size_t n_pass_fds;

@@ -54,9 +54,9 @@ static void test_connect_envelope_rejects(void **state)
 
     assert_int_equal(connect_envelope_parse(buf, 6, 100, &flags, &payload, &len, &used), -EPROTO);
     connect_envelope_header(0, 0xffffffffu, buf);
-    assert_int_equal(connect_envelope_parse(buf, 8, CONNECT_MAX_MESSAGE, &flags, &payload, &len,
-                                            &used),
-                     -EMSGSIZE);
+    assert_int_equal(
+        connect_envelope_parse(buf, 8, CONNECT_MAX_MESSAGE, &flags, &payload, &len, &used),
+        -EMSGSIZE);
 }
 
 int main(void)

@@ -47,16 +47,16 @@ static void test_http_client_framing(void **state)
     struct strbuf body = STRBUF_INIT;
     int status = 0;
 
-    assert_int_equal(exchange("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA", &status,
-                              &body),
-                     0);
+    assert_int_equal(
+        exchange("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA", &status, &body), 0);
     assert_int_equal(status, 200);
     assert_int_equal(body.len, 5);
     body.len = 0;
-    assert_int_equal(exchange("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\n"
-                              "Transfer-Encoding: chunked\r\n\r\n3;x\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
-                              &status, &body),
-                     0);
+    assert_int_equal(
+        exchange("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n3;x\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+                 &status, &body),
+        0);
     assert_int_equal(status, 201);
     assert_int_equal(body.len, 5);
     assert_memory_equal(body.buf, "abcde", 5);
@@ -69,7 +69,7 @@ static void test_http_client_framing(void **state)
 static void test_http_client_strict(void **state)
 {
     static const char *const bad[] = {
-        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", /* no last chunk */
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n",  /* no last chunk */
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\n0\n\n", /* bare LF */
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3x\r\nabc\r\n0\r\n\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n",

@@ -415,10 +415,20 @@ static void test_http1_body(void **state)
     }
     /* Broken framing, bare LF and whitespace included (strict: RFC 9112 7.1). */
     static const char *const bad[] = {
-        "x\r\n",          "\r\n",           "5\r\nhelloX",    "1x\r\n",
-        "1\r\r\n",        "10000000000000000\r\n",             "0\r\nX\r\r\n",
-        "3\nabc\n0\n\n",   "3\r\nabc\n",      "3 \r\nabc\r\n",  "0\r\n\n",
-        "0\r\n folded\r\n", "1;a\001\r\nx\r\n", "0\r\nX: 1\n\r\n",
+        "x\r\n",
+        "\r\n",
+        "5\r\nhelloX",
+        "1x\r\n",
+        "1\r\r\n",
+        "10000000000000000\r\n",
+        "0\r\nX\r\r\n",
+        "3\nabc\n0\n\n",
+        "3\r\nabc\n",
+        "3 \r\nabc\r\n",
+        "0\r\n\n",
+        "0\r\n folded\r\n",
+        "1;a\001\r\nx\r\n",
+        "0\r\nX: 1\n\r\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         http1_body_init_request(&b, &req);
@@ -433,8 +443,7 @@ static void test_http1_keep_alive(void **state)
 
     assert_int_equal(parse("GET / HTTP/1.1\r\nHost: h\r\n\r\n", &req), 0);
     assert_true(req.keep_alive);
-    assert_int_equal(parse("GET / HTTP/1.1\r\nHost: h\r\nConnection: x, Close\r\n\r\n", &req),
-                     0);
+    assert_int_equal(parse("GET / HTTP/1.1\r\nHost: h\r\nConnection: x, Close\r\n\r\n", &req), 0);
     assert_false(req.keep_alive);
     assert_int_equal(parse("GET / HTTP/1.0\r\n\r\n", &req), 0);
     assert_false(req.keep_alive);

@@ -53,12 +53,17 @@ static void test_drop_privileges(void **state)
     keep = open("/dev/null", O_RDONLY | O_CLOEXEC);
     assert_true(keep >= 3);
     gid_t groups[] = { 900124 };
-    struct spawn_opts opts = { .drop_privileges = true, .uid = 900123, .gid = 900123,
-                               .groups = groups, .n_groups = 1, .pass_fds = &keep,
+    struct spawn_opts opts = { .drop_privileges = true,
+                               .uid = 900123,
+                               .gid = 900123,
+                               .groups = groups,
+                               .n_groups = 1,
+                               .pass_fds = &keep,
                                .n_pass_fds = 1 };
     snprintf(line, sizeof(line),
              "grep -E '^(Uid|Gid|Groups|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status;"
-             " test -e /proc/self/fd/%d && echo passed", keep);
+             " test -e /proc/self/fd/%d && echo passed",
+             keep);
     char *out = run_as(&opts, line, &status);
     assert_int_equal(status, 0);
     assert_non_null(strstr(out, "Uid:\t900123\t900123\t900123\t900123"));

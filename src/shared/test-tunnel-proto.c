@@ -55,7 +55,8 @@ static void test_tunnel_proto_reply(void **state)
 
     assert_int_equal(tunnel_proto_parse_reply("OK", 2, &status, &msg, &len), 0);
     assert_int_equal(status, 0);
-    assert_int_equal(tunnel_proto_parse_reply("ERR 404 sandbox not found", 25, &status, &msg, &len), 0);
+    assert_int_equal(tunnel_proto_parse_reply("ERR 404 sandbox not found", 25, &status, &msg, &len),
+                     0);
     assert_int_equal(status, 404);
     assert_int_equal(len, 17);
     assert_memory_equal(msg, "sandbox not found", 17);
