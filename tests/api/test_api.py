@@ -11,31 +11,13 @@ import time
 import pytest
 import requests
 
-from lib.platform import Platform
-
-STORES = ["sqlite"] + (["postgresql"] if os.environ.get("SPACE_TEST_PG_URL") else [])
-
+from lib.platform import STORES, Platform, store_platform, e2b
 
 @pytest.fixture(scope="module", params=STORES)
 def plat(request):
-    store = None
-    if request.param == "postgresql":
-        store = os.environ["SPACE_TEST_PG_URL"]
-    p = Platform("api-" + request.param, store=store)
-    try:
-        p.start()
+    with store_platform("api", request.param) as p:
         yield p
-        p.stop_api()
-        p.node.stop()
-        left = p.node.leftovers()
-    finally:
-        p.destroy()
-    assert not left, left
 
-
-def e2b(plat, method, path, key=None, **kw):
-    headers = {"X-API-Key": key if key is not None else plat.key}
-    return requests.request(method, plat.url + path, headers=headers, timeout=300, **kw)
 
 
 def test_e2b_create_get_list_kill(plat):

@@ -14,24 +14,12 @@ import uuid
 import pytest
 import requests
 
-from lib.platform import Platform
-
-STORES = ["sqlite"] + (["postgresql"] if os.environ.get("SPACE_TEST_PG_URL") else [])
-
+from lib.platform import STORES, store_platform
 
 @pytest.fixture(scope="module", params=STORES)
 def plat(request):
-    store = os.environ["SPACE_TEST_PG_URL"] if request.param == "postgresql" else None
-    p = Platform("life-" + request.param, store=store)
-    try:
-        p.start()
+    with store_platform("life", request.param) as p:
         yield p
-        p.stop_api()
-        p.node.stop()
-        left = p.node.leftovers()
-    finally:
-        p.destroy()
-    assert not left, left
 
 
 def sql(plat, statement):

@@ -14,31 +14,14 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-import requests
 
-from lib.platform import Platform
-
-STORES = ["sqlite"] + (["postgresql"] if os.environ.get("SPACE_TEST_PG_URL") else [])
-
+from lib.platform import STORES, store_platform, e2b
 
 @pytest.fixture(scope="module", params=STORES)
 def plat(request):
-    store = os.environ["SPACE_TEST_PG_URL"] if request.param == "postgresql" else None
-    p = Platform("list-" + request.param, store=store)
-    try:
-        p.start()
+    with store_platform("list", request.param) as p:
         yield p
-        p.stop_api()
-        p.node.stop()
-        left = p.node.leftovers()
-    finally:
-        p.destroy()
-    assert not left, left
 
-
-def e2b(plat, method, path, **kw):
-    return requests.request(method, plat.url + path, headers={"X-API-Key": plat.key},
-                            timeout=300, **kw)
 
 
 @pytest.fixture(scope="module")

@@ -16,31 +16,14 @@ import stat
 import subprocess
 
 import pytest
-import requests
 
-from lib.platform import Platform
-
-STORES = ["sqlite"] + (["postgresql"] if os.environ.get("SPACE_TEST_PG_URL") else [])
-
+from lib.platform import STORES, store_platform, e2b
 
 @pytest.fixture(scope="module", params=STORES)
 def plat(request):
-    store = os.environ["SPACE_TEST_PG_URL"] if request.param == "postgresql" else None
-    p = Platform("tokens-" + request.param, store=store)
-    try:
-        p.start()
+    with store_platform("tokens", request.param) as p:
         yield p
-        p.stop_api()
-        p.node.stop()
-        left = p.node.leftovers()
-    finally:
-        p.destroy()
-    assert not left, left
 
-
-def e2b(plat, method, path, **kw):
-    return requests.request(method, plat.url + path, headers={"X-API-Key": plat.key},
-                            timeout=300, **kw)
 
 
 def ingress(plat, sid, path, token=None):

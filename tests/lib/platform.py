@@ -5,6 +5,7 @@ filesystem), its own Unix socket and pidfile, so tests never touch a
 platform a developer has running. Teardown checks that nothing the node made
 is left: no network namespace, no live QEMU process, no sandbox directory.
 """
+import contextlib
 import http.client
 import json
 import os
@@ -331,3 +332,32 @@ class Platform:
             shutil.rmtree(self.data, ignore_errors=True)
         else:
             self.node.destroy()
+
+
+# The stores every store-generic suite runs on: SQLite always, PostgreSQL when tools/test.sh
+# started one.
+STORES = ["sqlite"] + (["postgresql"] if os.environ.get("SPACE_TEST_PG_URL") else [])
+
+
+@contextlib.contextmanager
+def store_platform(prefix, store_param):
+    """A started Platform on the store STORES names; on exit it stops and proves the node left
+    nothing behind."""
+    store = os.environ["SPACE_TEST_PG_URL"] if store_param == "postgresql" else None
+    p = Platform(f"{prefix}-{store_param}", store=store)
+    try:
+        p.start()
+        yield p
+        p.stop_api()
+        p.node.stop()
+        left = p.node.leftovers()
+    finally:
+        p.destroy()
+    assert not left, left
+
+
+def e2b(plat, method, path, key=None, **kw):
+    """One request to the platform's public API with its bootstrap key (or key)."""
+    import requests
+    headers = {"X-API-Key": key if key is not None else plat.key}
+    return requests.request(method, plat.url + path, headers=headers, timeout=300, **kw)
