@@ -16,6 +16,7 @@ packages=(
   # tests
   python3 python3-pytest python3-requests curl postgresql wrk
   dnsmasq-base  # tests/compat/test_tls_default_mode.py: *.{domain} inside a test netns
+  sqlite3 # tests/ingress/test_routing.py holds the store locked from another process
 )
 
 missing=()

@@ -4,6 +4,7 @@
  * store (SQLite by default, PostgreSQL by URL), the controller that drives
  * space-node, and the sandbox ingress. One libevent loop (manager.h).
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <event2/event.h>
@@ -14,6 +15,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -28,6 +30,7 @@
 #include "api/ingress-tls.h"
 #include "api/lifecycle.h"
 #include "api/manager.h"
+#include "api/route-cache.h"
 #include "api/routes.h"
 #include "api/secretbox.h"
 #include "basic/fd-util.h"
@@ -316,32 +319,34 @@ static int load_store_key(struct store *s)
     return 0;
 }
 
-/* The ingress asks who a sandbox is, once per connection: a single-row store read. */
+/*
+ * The ingress asks who a sandbox is, once per connection: memory only (route-cache.h), so a
+ * slow or locked store never holds traffic to a running sandbox.
+ */
 static int ingress_lookup(void *userdata, const char *sandbox_id, struct ingress_target *ret)
 {
     struct manager *m = userdata;
-    struct store_sandbox sb = { 0 };
-    int r = lifecycle_get_live(m, sandbox_id, &sb);
+    struct route_entry e;
+    int r = route_cache_lookup(m->routes, sandbox_id, &e);
 
     if (r < 0) {
-        return r == -ENOENT ? -ENOENT : r;
+        return r; /* -ENOENT unknown or killed, -EAGAIN still being created */
     }
     *ret = (struct ingress_target){ 0 };
-    if (strcmp(sb.state, "running") != 0) {
-        r = -EAGAIN; /* still being created */
-    } else if (strlen(m->tunnel_socket) >= sizeof(ret->tunnel_socket) ||
-               (sb.envd_access_token &&
-                strlen(sb.envd_access_token) >= sizeof(ret->access_token))) {
-        r = -ENAMETOOLONG;
-    } else {
-        memcpy(ret->tunnel_socket, m->tunnel_socket, strlen(m->tunnel_socket) + 1);
-        if (sb.envd_access_token) {
-            memcpy(ret->access_token, sb.envd_access_token, strlen(sb.envd_access_token) + 1);
-            ret->has_token = true;
-        }
+    if (strlen(m->tunnel_socket) >= sizeof(ret->tunnel_socket) ||
+        (e.has_token && strlen(e.access_token) >= sizeof(ret->access_token))) {
+        return -ENAMETOOLONG;
     }
-    store_sandbox_release(&sb);
-    return r;
+    memcpy(ret->tunnel_socket, m->tunnel_socket, strlen(m->tunnel_socket) + 1);
+    if (e.has_token) {
+        memcpy(ret->access_token, e.access_token, strlen(e.access_token) + 1);
+        ret->has_token = true;
+    }
+    ret->private_traffic = e.private_traffic;
+    static_assert(sizeof(e.traffic_token) <= sizeof(ret->traffic_token), "traffic token fits");
+    memcpy(ret->traffic_token, e.traffic_token, sizeof(e.traffic_token));
+    explicit_bzero(&e, sizeof(e));
+    return 0;
 }
 
 static void drain_timeout_cb(evutil_socket_t fd, short what, void *userdata)
@@ -501,6 +506,16 @@ int main(int argc, char **argv)
         goto out;
     }
     if (arg_ingress) {
+        /* Routable before the ingress takes its first connection. */
+        r = route_cache_new(&m.routes);
+        if (r >= 0) {
+            r = route_cache_load(m.routes, m.store, (int64_t)now_realtime());
+        }
+        if (r < 0) {
+            log_error_errno(r, "cannot load the route cache: %m");
+            goto out;
+        }
+        m.last_route_reload = now_monotonic();
         if (socket_parse_ip_port(arg_ingress, ip, sizeof(ip), &port) < 0) {
             r = log_error_errno(-EINVAL, "invalid --ingress '%s'", arg_ingress);
             goto out;
@@ -579,6 +594,7 @@ out:
          * are the next start's (their leases are free). */
         log_info("leaving %u operation worker(s) running to the next start", left);
     }
+    m.routes = route_cache_free(m.routes);
     if (m.sigterm) {
         event_free(m.sigterm);
     }

@@ -14,6 +14,7 @@
 
 #include "api/node-client.h"
 #include "api/operation.h"
+#include "api/route-cache.h"
 #include "api/sandbox.h"
 #include "basic/fault.h"
 #include "basic/fileio.h"
@@ -455,6 +456,9 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
                             strerror(-k));
         goto out;
     }
+    if (have_sb) {
+        route_cache_sync(m->routes, m->store, sb.id);
+    }
     if (r < 0) {
         log_sandbox_warning(op->sandbox_id, "operation %s %s failed: %s", op->kind, op->id,
                             error ? error : "");
@@ -533,6 +537,7 @@ static int op_start(struct manager *m, struct store_operation *op)
         if (info->transitional >= 0 && info->transitional != j->from) {
             r = set_sandbox_state(m, kind, j->sb.id, j->from, info->transitional, j->sb.error,
                                   now_us());
+            route_cache_sync(m->routes, m->store, j->sb.id);
             if (r < 0) {
                 goto fail;
             }
@@ -578,8 +583,29 @@ fail:
  * claim is what keeps two controllers (replicas on one database) from ever
  * running one operation at once; see store_operation_claim().
  */
+/*
+ * Whether any operation is pending or running. A read, so it never waits on
+ * a writer (SQLite WAL; PostgreSQL MVCC), where the claim is a write that
+ * would: an idle tick then leaves the loop, and the ingress on it, free even
+ * while another process holds the database's write lock.
+ */
+static bool have_unfinished(struct manager *m)
+{
+    struct store_operation *ops = NULL;
+    size_t n = 0;
+
+    if (store_operation_list_unfinished(m->store, &ops, &n) < 0) {
+        return true; /* let the claim report the error */
+    }
+    store_operation_list_free(ops, n);
+    return n > 0;
+}
+
 void controller_kick(struct manager *m)
 {
+    if (!have_unfinished(m)) {
+        return;
+    }
     while (!m->stopping && m->n_inflight < MAX_INFLIGHT_OPS) {
         struct store_operation op = { 0 };
         int64_t now = now_us();
@@ -671,6 +697,8 @@ int controller_request(struct manager *m, enum operation_kind kind, const char *
     if (r < 0) {
         goto out;
     }
+    /* A kill's intent unroutes the sandbox at once, before the node has stopped it. */
+    route_cache_sync(m->routes, m->store, sandbox_id);
     /* Behind a create, which can take minutes, the caller is not asked to wait. */
     if (queued_behind && busy.kind && strcmp(busy.kind, OPERATION_CREATE) == 0) {
         ret_op_id[0] = '\0';
@@ -837,6 +865,7 @@ static void sync_done(void *p)
                 log_sandbox_warning(list[k].id, "the node no longer has this sandbox");
                 (void)store_sandbox_set_state(m->store, list[k].id, SANDBOX_STATE_KILLED,
                                               "lost by its node", now_us());
+                route_cache_sync(m->routes, m->store, list[k].id);
             }
         }
         store_sandbox_list_free(list, n);
@@ -848,6 +877,27 @@ out:
     free(j);
 }
 
+/* Other writers' changes (replicas on one database) and the periodic backstop reload. */
+static void refresh_routes(struct manager *m)
+{
+    int r;
+
+    if (!m->routes) {
+        return;
+    }
+    if (now_monotonic() - m->last_route_reload >= ROUTE_CACHE_RELOAD_USEC) {
+        r = route_cache_load(m->routes, m->store, now_us());
+        if (r >= 0) {
+            m->last_route_reload = now_monotonic();
+        }
+    } else {
+        r = route_cache_poll(m->routes, m->store, now_us());
+    }
+    if (r < 0) {
+        log_warning_errno(r, "cannot refresh the route cache: %m");
+    }
+}
+
 static void tick_cb(evutil_socket_t fd, short what, void *userdata)
 {
     struct manager *m = userdata;
@@ -856,6 +906,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
         return;
     }
     renew_leases(m);
+    refresh_routes(m);
     poll_waiters(m);
     enforce_timeouts(m);
     controller_kick(m);

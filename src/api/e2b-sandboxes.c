@@ -170,13 +170,14 @@ static bool check_create_fields(struct evhttp_request *req, json_t *body)
             http_util_reply_error(req, 400, "'network.allowPublicTraffic' must be a boolean");
             return false;
         }
-        if (json_is_false(v)) {
-            reply_not_implemented(req, "private user ports (network.allowPublicTraffic: false, "
-                                       "the e2b-traffic-access-token check)");
-            return false;
-        }
     }
     return true;
+}
+
+/* network.allowPublicTraffic: false (checked by check_create_fields()). */
+static bool wants_private_traffic(json_t *body)
+{
+    return json_is_false(json_object_get(json_object_get(body, "network"), "allowPublicTraffic"));
 }
 
 /* Renders the sandbox once its create operation has finished. */
@@ -245,6 +246,7 @@ void e2b_sandbox_create(struct request_ctx *c)
         .timeout_s = timeout,
         .metadata = json_object_get(body, "metadata"),
         .env = json_object_get(body, "envVars"),
+        .private_traffic = wants_private_traffic(body),
     };
     r = lifecycle_create(c->m, &p, id, op);
     if (r == -EAGAIN) {
@@ -275,6 +277,11 @@ void e2b_sandbox_get(struct request_ctx *c)
     /* The truth, whatever the create asked: no sandbox has outbound network yet (§11). */
     if (detail && !json_object_get(detail, "allowInternetAccess")) {
         json_object_set_new(detail, "allowInternetAccess", json_false());
+    }
+    /* What the SDK's getInfo() reads back as network.allowPublicTraffic. */
+    if (detail && !json_object_get(detail, "network")) {
+        json_object_set_new(detail, "network",
+                            json_pack("{s:b}", "allowPublicTraffic", !sb.private_traffic));
     }
     http_util_reply_json(c->req, 200, detail);
     store_sandbox_release(&sb);

@@ -43,7 +43,8 @@ int ingress_head_parse_request(const char *buf, size_t len, struct ingress_head_
     /* Routing and authentication must be unambiguous: each at most once. */
     if (http1_field_unique(buf, len, "E2b-Sandbox-Id", &req.sandbox_id) < 0 ||
         http1_field_unique(buf, len, "E2b-Sandbox-Port", &req.sandbox_port) < 0 ||
-        http1_field_unique(buf, len, "X-Access-Token", &req.access_token) < 0) {
+        http1_field_unique(buf, len, "X-Access-Token", &req.access_token) < 0 ||
+        http1_field_unique(buf, len, INGRESS_TRAFFIC_TOKEN_HEADER, &req.traffic_token) < 0) {
         return -EBADMSG;
     }
     while (!req.accept.p && http1_field_next(buf, len, &pos, &name, &value)) {

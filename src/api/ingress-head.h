@@ -13,17 +13,22 @@
 #include "shared/http1.h"
 #include "shared/sandbox-id.h"
 
+/* E2B's header for the traffic access token of a sandbox with private user ports. */
+#define INGRESS_TRAFFIC_TOKEN_HEADER "e2b-traffic-access-token"
+
 struct ingress_head_request {
     struct http1_request http;
-    struct http1_span sandbox_id;   /* E2b-Sandbox-Id */
-    struct http1_span sandbox_port; /* E2b-Sandbox-Port */
-    struct http1_span access_token; /* X-Access-Token */
-    struct http1_span accept;       /* the first Accept header */
+    struct http1_span sandbox_id;    /* E2b-Sandbox-Id */
+    struct http1_span sandbox_port;  /* E2b-Sandbox-Port */
+    struct http1_span access_token;  /* X-Access-Token */
+    struct http1_span traffic_token; /* e2b-traffic-access-token (INGRESS_TRAFFIC_TOKEN_HEADER) */
+    struct http1_span accept;        /* the first Accept header */
 };
 
 /*
  * http1_parse_request() plus the E2B fields: a second E2b-Sandbox-Id,
- * E2b-Sandbox-Port or X-Access-Token is -EBADMSG. Same errors otherwise.
+ * E2b-Sandbox-Port, X-Access-Token or e2b-traffic-access-token is -EBADMSG.
+ * Same errors otherwise.
  */
 int ingress_head_parse_request(const char *buf, size_t len, struct ingress_head_request *ret);
 

@@ -1170,6 +1170,24 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
         }
     }
     explicit_bzero(target.access_token, sizeof(target.access_token));
+    /* Private user ports (E2B allowPublicTraffic: false); envd has its own token above. */
+    if (c->port != ENVD_PORT && target.private_traffic) {
+        target.traffic_token[sizeof(target.traffic_token) - 1] = '\0';
+        bool ok = req.traffic_token.p && target.traffic_token[0] &&
+                  secret_equal(req.traffic_token, target.traffic_token);
+        explicit_bzero(target.traffic_token, sizeof(target.traffic_token));
+        if (!ok) {
+            conn_reply(
+                c, 403,
+                !req.traffic_token.p || req.traffic_token.n == 0
+                    ? "Sandbox is secured with traffic access token. Token header "
+                      "'" INGRESS_TRAFFIC_TOKEN_HEADER "' is missing"
+                    : "Sandbox is secured with traffic access token. Provided token is invalid.",
+                false, NULL);
+            return;
+        }
+    }
+    explicit_bzero(target.traffic_token, sizeof(target.traffic_token));
 
     c->upgrade = req.http.upgrade && !req.http.chunked && req.http.content_length == 0;
     c->head_request = http1_span_eq(req.http.method, "HEAD");

@@ -18,6 +18,8 @@
  * carry it in X-Access-Token, except GET /health and /files with a
  * "signature" query parameter, which envd checks itself (e2b-compat.md
  * 5.1). envd's internal routes (/init and the pause helpers) are refused.
+ * Every other port of a target with private_traffic demands its traffic
+ * access token in e2b-traffic-access-token (403 otherwise, E2B's bodies).
  *
  * TLS (ingress_new_tls()): the same proxy behind TLS 1.2+ termination in
  * the api (libevent's bufferevent_openssl), for E2B SDKs in their default
@@ -39,6 +41,10 @@ struct ingress_target {
     char tunnel_socket[108]; /* the node's tunnel socket (a sockaddr_un path) */
     char access_token[128];  /* envd's access token when has_token; NUL-terminated */
     bool has_token;
+    /* Every port but envd's demands traffic_token in e2b-traffic-access-token (E2B
+     * network.allowPublicTraffic: false); an empty traffic_token matches nothing. */
+    bool private_traffic;
+    char traffic_token[128];
 };
 
 /*

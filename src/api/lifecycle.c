@@ -6,6 +6,7 @@
 
 #include "api/auth.h"
 #include "api/controller.h"
+#include "api/route-cache.h"
 #include "api/routes.h"
 #include "api/sandbox.h"
 #include "basic/fault.h"
@@ -94,6 +95,7 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
         .created_at = now,
         .updated_at = now,
         .end_at = p->timeout_s > 0 ? now + p->timeout_s * (int64_t)USEC_PER_SEC : 0,
+        .private_traffic = p->private_traffic,
     };
     r = store_begin(m->store);
     if (r < 0) {
@@ -107,6 +109,7 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     if (r >= 0) {
         /* Rows written, nothing claimed (tests/api/test_api_faults.py). */
         (void)fault_point("api.create.committed");
+        route_cache_sync(m->routes, m->store, ret_id);
         controller_kick(m);
     }
 out:

@@ -5,6 +5,7 @@
  * controller. Handlers only parse and render.
  */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "api/manager.h"
@@ -15,9 +16,11 @@
 struct lifecycle_create_params {
     const char *template_id;
     int64_t vcpus, memory_mb, disk_mb;
-    int64_t timeout_s; /* 0: no end time */
-    json_t *metadata;  /* object of strings, borrowed; may be NULL */
-    json_t *env;       /* object of strings, borrowed; may be NULL */
+    int64_t timeout_s;    /* 0: no end time */
+    json_t *metadata;     /* object of strings, borrowed; may be NULL */
+    json_t *env;          /* object of strings, borrowed; may be NULL */
+    bool private_traffic; /* user ports demand the traffic access token (E2B
+                             network.allowPublicTraffic: false) */
 };
 
 /* Checks an object of string values (metadata, envVars); a message for 400 otherwise. */

@@ -13,6 +13,7 @@
 #include "basic/time-util.h"
 
 struct ingress;
+struct route_cache;
 struct waiter;
 
 /* An operation this process holds the lease of and runs on a worker (controller.c). */
@@ -35,6 +36,8 @@ struct manager {
     struct store *store;
     struct ingress *ingress;
     struct ingress *ingress_tls; /* the same proxy behind TLS (ingress-tls.h), or NULL */
+    struct route_cache *routes;  /* what the ingress reads instead of the store (route-cache.h) */
+    usec_t last_route_reload;    /* monotonic */
     struct event *tick, *sigterm, *sigint;
     const char *node_socket;
     const char *tunnel_socket;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/traffic-token.h"
 #include "basic/macro.h"
 
 void sandbox_format_time(int64_t usec, char buf[40])
@@ -59,6 +60,17 @@ static json_t *json_from_text(const char *text)
     return j ? j : json_object();
 }
 
+/* E2B's trafficAccessToken: a string for a sandbox with private user ports, else null. */
+static json_t *traffic_token_json(const struct store_sandbox *sb)
+{
+    char token[TRAFFIC_TOKEN_LEN + 1];
+
+    if (!sb->private_traffic || traffic_token_derive(sb->envd_access_token, token) < 0) {
+        return json_null();
+    }
+    return json_string(token);
+}
+
 json_t *sandbox_to_e2b(const struct store_sandbox *sb, const char *domain)
 {
     json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:n}", "sandboxID", sb->id, "templateID",
@@ -67,6 +79,7 @@ json_t *sandbox_to_e2b(const struct store_sandbox *sb, const char *domain)
     if (!j) {
         return NULL;
     }
+    json_object_set_new(j, "trafficAccessToken", traffic_token_json(sb));
     if (sb->envd_access_token) {
         json_object_set_new(j, "envdAccessToken", json_string(sb->envd_access_token));
     }

@@ -71,16 +71,28 @@
 /* Column order shared by every statement that reads or writes whole rows. */
 #define SANDBOX_COLUMNS                                                                            \
     "id, template_id, alias, client_id, state, desired_state, node_id, metadata, env, "            \
-    "envd_access_token_sealed, error, vcpus, memory_mb, disk_mb, created_at, updated_at, end_at"
+    "envd_access_token_sealed, error, vcpus, memory_mb, disk_mb, created_at, updated_at, end_at, " \
+    "private_traffic"
 /* The same columns one by one, for column-level updates: entry i is bit i of
  * enum store_sandbox_field and parameter i + 2 of the whole-row statements. */
 static const char *const sandbox_field_columns[] = {
-    "template_id", "alias",         "client_id",
-    "state",       "desired_state", "node_id",
-    "metadata",    "env",           "envd_access_token_sealed",
-    "error",       "vcpus",         "memory_mb",
-    "disk_mb",     "created_at",    "updated_at",
+    "template_id",
+    "alias",
+    "client_id",
+    "state",
+    "desired_state",
+    "node_id",
+    "metadata",
+    "env",
+    "envd_access_token_sealed",
+    "error",
+    "vcpus",
+    "memory_mb",
+    "disk_mb",
+    "created_at",
+    "updated_at",
     "end_at",
+    "private_traffic",
 };
 #define OPERATION_COLUMNS                                                                          \
     "id, kind, sandbox_id, state, error, result, created_at, updated_at, lease_owner, "            \
@@ -88,7 +100,7 @@ static const char *const sandbox_field_columns[] = {
 #define API_KEY_COLUMNS "id, name, prefix, hash, created_at, last_used_at"
 #define UNFINISHED "state IN ('pending', 'running')"
 
-#define STORE_SANDBOX_N_PARAMS 17
+#define STORE_SANDBOX_N_PARAMS 18
 #define STORE_OPERATION_N_PARAMS 11
 #define STORE_API_KEY_N_PARAMS 6
 
@@ -105,7 +117,7 @@ static const char sql_migration_record[] =
  * abort a PostgreSQL transaction. */
 static const char sql_sandbox_insert[] =
     "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
-    "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) "
+    "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) "
     "ON CONFLICT DO NOTHING";
 static const char sql_sandbox_get[] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1";
 static const char sql_sandbox_cursor[] = "SELECT created_at FROM sandboxes WHERE id = $1";
@@ -432,6 +444,7 @@ static void sandbox_params(const struct store_sandbox *sb, const char *sealed_to
         STORE_PARAM_INT(sb->created_at),
         STORE_PARAM_INT(sb->updated_at),
         STORE_PARAM_INT(sb->end_at),
+        STORE_PARAM_INT(sb->private_traffic ? 1 : 0),
     };
     memcpy(ret, p, sizeof(p));
 }
@@ -531,6 +544,7 @@ static int sandbox_decode(const struct store_value *cols, size_t n_cols, void *i
     sb.created_at = cols[14].integer;
     sb.updated_at = cols[15].integer;
     sb.end_at = cols[16].integer;
+    sb.private_traffic = cols[17].integer != 0;
     *(struct store_sandbox *)item = sb;
     return 0;
 fail:
@@ -728,7 +742,7 @@ static int sandbox_list_query(const struct store_sandbox_filter *f, int64_t curs
     if (n_states > STORE_MAX_PARAMS || n_metadata > STORE_MAX_PARAMS / 2) {
         return -EINVAL;
     }
-    max_params = n_states + 2 * n_metadata + 6;
+    max_params = n_states + 2 * n_metadata + 7;
     if (max_params > STORE_MAX_PARAMS) {
         return -EINVAL;
     }
@@ -812,6 +826,13 @@ static int sandbox_list_query(const struct store_sandbox_filter *f, int64_t curs
     if (f->started_before) {
         q.params[q.n_params++] = STORE_PARAM_INT(*f->started_before);
         r = strbuf_appendf(&sql, " AND created_at < $%zu", q.n_params);
+        if (r < 0) {
+            goto fail;
+        }
+    }
+    if (f->updated_after) {
+        q.params[q.n_params++] = STORE_PARAM_INT(*f->updated_after);
+        r = strbuf_appendf(&sql, " AND updated_at >= $%zu", q.n_params);
         if (r < 0) {
             goto fail;
         }

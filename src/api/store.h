@@ -45,7 +45,9 @@ struct store_sandbox {
     int64_t disk_mb;
     int64_t created_at;
     int64_t updated_at;
-    int64_t end_at; /* when the timeout kills it; 0 = never */
+    int64_t end_at;       /* when the timeout kills it; 0 = never */
+    bool private_traffic; /* user ports demand the traffic access token (E2B
+                             network.allowPublicTraffic: false) */
 };
 
 struct store_sandbox_filter {
@@ -54,6 +56,8 @@ struct store_sandbox_filter {
     const char *template_id;     /* rows whose template_id or alias equals it; NULL = any */
     const int64_t *started_after;  /* created_at >= *started_after; NULL = unbounded */
     const int64_t *started_before; /* created_at < *started_before; NULL = unbounded */
+    const int64_t *updated_after;  /* updated_at >= *updated_after (the route cache's poll);
+                                      NULL = unbounded */
     bool include_killed;           /* killed rows are hidden unless asked for */
     bool hide_dying;               /* also hide rows whose desired_state is killed (being killed) */
     bool descending;               /* newest first: (created_at, id) descending */
@@ -85,7 +89,8 @@ enum store_sandbox_field {
     STORE_SANDBOX_CREATED_AT = 1u << 13,
     STORE_SANDBOX_UPDATED_AT = 1u << 14,
     STORE_SANDBOX_END_AT = 1u << 15,
-    STORE_SANDBOX_ALL = (1u << 16) - 1,
+    STORE_SANDBOX_PRIVATE_TRAFFIC = 1u << 16,
+    STORE_SANDBOX_ALL = (1u << 17) - 1,
 };
 
 /*

@@ -106,7 +106,6 @@ def test_unknown_route_is_still_404(plat):
     ({"network": {"denyOut": ["0.0.0.0/0"]}}, 501, "denyout"),
     ({"network": {"rules": {"api.example.com": [{}]}}}, 501, "rules"),
     ({"network": {"egressProxy": {"address": "p:1080"}}}, 501, "egressproxy"),
-    ({"network": {"allowPublicTraffic": False}}, 501, "allowpublictraffic"),
     ({"network": {"allowPublicTraffic": "no"}}, 400, "allowpublictraffic"),
     ({"network": {"bogus": 1}}, 400, "bogus"),
     ({"network": []}, 400, "network"),

@@ -33,9 +33,6 @@ await refused('onTimeout pause', Sandbox.create('base', { lifecycle: { onTimeout
 await refused('autoResume', Sandbox.create('base', {
   lifecycle: { onTimeout: 'pause', autoResume: true },
 }), /pause/)
-await refused('allowPublicTraffic false', Sandbox.create('base', {
-  network: { allowPublicTraffic: false },
-}), /allowpublictraffic/)
 await refused('network allowOut', Sandbox.create('base', {
   network: { allowOut: ['1.1.1.1'] },
 }), /egress/)
