@@ -36,7 +36,7 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
     int r;
 
     if (!nft_word_ok(s->tap) || !nft_word_ok(s->guest_ip) || !nft_word_ok(s->guest_mac) ||
-        !nft_word_ok(s->host_ip)) {
+        !nft_word_ok(s->host_ip) || s->dns_port == 0 || s->gateway_port == 0) {
         return -EINVAL;
     }
     /* `table x {}` first makes the delete succeed when the table does not exist yet. */
@@ -71,8 +71,35 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
                        "  counter guest_invalid {}\n"
                        "  counter guest_new {}\n"
                        "  counter guest_other {}\n"
+                       "  counter guest_direct {}\n"
+                       "  counter guest_udp {}\n"
+                       "  counter guest_icmp {}\n"
+                       "  counter guest_not_dnat {}\n"
                        "  counter host_out {}\n"
                        "  counter forward {}\n"
+                       /* Before routing: a guest packet to anywhere but the host side is
+                        * never local, so with forwarding off the kernel would drop it
+                        * uncounted; every verdict on what the guest sends is taken here. */
+                       "  chain prerouting {\n"
+                       "    type filter hook prerouting priority -150; policy accept;\n"
+                       "    iifname \"%1$s\" jump guest_pre\n"
+                       "  }\n"
+                       "  chain guest_pre {\n"
+                       "    ct state established,related accept\n"
+                       "    ct state invalid counter name \"guest_invalid\" drop\n"
+                       "    ip daddr != %4$s meta l4proto tcp accept\n"
+                       "    meta l4proto tcp counter name \"guest_direct\" drop\n"
+                       "    ip daddr %4$s udp dport %5$u accept\n"
+                       "    meta l4proto udp counter name \"guest_udp\" drop\n"
+                       "    meta l4proto icmp counter name \"guest_icmp\" drop\n"
+                       "    counter name \"guest_other\" drop\n"
+                       "  }\n"
+                       /* Every TCP connection the guest opens goes to the gateway's
+                        * listener; SO_ORIGINAL_DST tells it where the guest meant to go. */
+                       "  chain nat_prerouting {\n"
+                       "    type nat hook prerouting priority dstnat; policy accept;\n"
+                       "    iifname \"%1$s\" ip daddr != %4$s meta l4proto tcp redirect to :%6$u\n"
+                       "  }\n"
                        "  chain input {\n"
                        "    type filter hook input priority filter; policy drop;\n"
                        "    iif \"lo\" accept\n"
@@ -85,7 +112,12 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
                        "    jump guest_services\n"
                        "    counter name \"guest_new\" drop\n"
                        "  }\n"
+                       /* Only what prerouting let through reaches here, checked again: the
+                        * gateway port only through the redirect, DNS only to the proxy. */
                        "  chain guest_services {\n"
+                       "    tcp dport %6$u ct status dnat accept\n"
+                       "    meta l4proto tcp counter name \"guest_not_dnat\" drop\n"
+                       "    udp dport %5$u accept\n"
                        "  }\n"
                        "  chain output {\n"
                        "    type filter hook output priority filter; policy drop;\n"
@@ -98,7 +130,7 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
                        "    counter name \"forward\" drop\n"
                        "  }\n"
                        "}\n",
-                       s->tap, s->guest_ip, s->guest_mac, s->host_ip);
+                       s->tap, s->guest_ip, s->guest_mac, s->host_ip, s->dns_port, s->gateway_port);
     if (r < 0) {
         strbuf_release(&sb);
         return r;
