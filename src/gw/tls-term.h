@@ -24,6 +24,8 @@
  * may outlive nothing: free them (SSL_free, or a bufferevent_openssl with
  * BEV_OPT_CLOSE_ON_FREE) before tls_term_free().
  */
+#include <stddef.h>
+
 #include <openssl/ssl.h>
 
 #define TLS_TERM_CTX_MAX 1024 /* cached server contexts (one per SNI) */
@@ -67,6 +69,9 @@ SSL *tls_term_server(struct tls_term *t, const char *sni);
  * Returns NULL (logged) on an invalid name or OOM. The caller frees it.
  */
 SSL *tls_term_client(struct tls_term *t, const char *sni);
+
+/* Server contexts in the cache (tests). */
+size_t tls_term_ctx_cache_size(const struct tls_term *t);
 
 /* NULL-safe; returns NULL. Frees the cached contexts and the CA. */
 struct tls_term *tls_term_free(struct tls_term *t);
