@@ -248,25 +248,31 @@ static void test_cache_bound(void **state)
     tls_term_free(t);
 }
 
-/* An upstream server with a leaf from the test CA for names[0..n). */
-static SSL *upstream_server(const char *const names[], size_t n)
+/* An upstream server context with a leaf from the test CA for names[0..n). */
+static SSL_CTX *upstream_ctx(const char *const names[], size_t n)
 {
     struct ca *ca;
     X509 *cert;
     EVP_PKEY *key;
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-    SSL *ssl;
 
     assert_int_equal(ca_open(updir, &ca), 0);
     assert_int_equal(ca_issue_leaf(ca, names, n, &cert, &key), 0);
     assert_int_equal(SSL_CTX_use_certificate(ctx, cert), 1);
     assert_int_equal(SSL_CTX_use_PrivateKey(ctx, key), 1);
-    ssl = SSL_new(ctx);
-    SSL_set_accept_state(ssl);
-    SSL_CTX_free(ctx);
     X509_free(cert);
     EVP_PKEY_free(key);
     ca_free(ca);
+    return ctx;
+}
+
+static SSL *upstream_server(const char *const names[], size_t n)
+{
+    SSL_CTX *ctx = upstream_ctx(names, n);
+    SSL *ssl = SSL_new(ctx);
+
+    SSL_set_accept_state(ssl);
+    SSL_CTX_free(ctx);
     return ssl;
 }
 
@@ -338,6 +344,56 @@ static void test_upstream_verify(void **state)
     tls_term_free(t);
 }
 
+/* The second connection to a name resumes the first one's verified session. */
+static void test_upstream_resume(void **state)
+{
+    const char *names[] = { "upstream.test", "other.test" };
+    struct tls_term *t;
+    char bundle[256];
+    SSL_CTX *sctx = upstream_ctx(names, 2);
+
+    snprintf(bundle, sizeof(bundle), "%s/ca.crt", updir);
+    assert_int_equal(tls_term_new(gwdir, bundle, &t), 0);
+    static const struct {
+        const char *name;
+        int max_version;
+        bool reused;
+    } steps[] = {
+        { "upstream.test", 0, false }, { "upstream.test", 0, true }, { "upstream.test", 0, true },
+        { "other.test", 0, false },    { "other.test", 0, true },    { "upstream.test", 0, true },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+        SSL *s = SSL_new(sctx), *c = tls_term_client(t, steps[i].name);
+
+        SSL_set_accept_state(s);
+        assert_int_equal(handshake(c, s), 1);
+        assert_int_equal(SSL_get_verify_result(c), X509_V_OK);
+        if (SSL_session_reused(c) != steps[i].reused) {
+            fail_msg("step %zu (%s): reused %d", i, steps[i].name, SSL_session_reused(c));
+        }
+        exchange(c, s); /* the client reads the server's session tickets here */
+        SSL_free(c);
+        SSL_free(s);
+    }
+    /* A name whose handshake failed leaves nothing to resume. */
+    SSL *s = SSL_new(sctx), *c = tls_term_client(t, "third.test");
+    SSL_set_accept_state(s);
+    assert_int_equal(handshake(c, s), 0);
+    ERR_clear_error();
+    SSL_free(c);
+    SSL_free(s);
+    s = SSL_new(sctx);
+    c = tls_term_client(t, "third.test");
+    SSL_set_accept_state(s);
+    assert_int_equal(handshake(c, s), 0);
+    assert_int_equal(SSL_get_verify_result(c), X509_V_ERR_HOSTNAME_MISMATCH);
+    ERR_clear_error();
+    SSL_free(c);
+    SSL_free(s);
+    SSL_CTX_free(sctx);
+    tls_term_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +401,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_server_handshake, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upstream_verify, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upstream_resume, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

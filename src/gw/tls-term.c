@@ -8,7 +8,8 @@
  * (a gateway sees the same few names over and over), an LRU list bounds
  * them. One client SSL_CTX serves every upstream connection: the trust
  * store (system + --upstream-ca) is loaded once, and the name to verify is
- * set per SSL.
+ * set per SSL; the newest verified session per name is kept, so repeated
+ * connections to one name resume rather than verify a chain each time.
  */
 #include "gw/tls-term.h"
 
@@ -35,22 +36,33 @@
 static const unsigned char alpn_http11[] = "\x08http/1.1";
 #define ALPN_HTTP11_LEN 9
 
-struct leaf_ctx {
-    struct leaf_ctx *prev, *next; /* LRU, most recent first */
-    struct leaf_ctx *hnext;       /* bucket chain */
+/*
+ * A name -> value cache: hash table for the lookup, LRU list for the
+ * bound. Two of them: the server contexts (one per leaf) and the upstream
+ * sessions (one per name, for resumption).
+ */
+struct entry {
+    struct entry *prev, *next; /* LRU, most recent first */
+    struct entry *hnext;       /* bucket chain */
     uint32_t hash;
     char *name;
-    SSL_CTX *ctx;
-    time_t not_after;
+    SSL_CTX *ctx;      /* server cache */
+    time_t not_after;  /* server cache: the leaf's expiry */
+    SSL_SESSION *sess; /* session cache */
+};
+
+struct cache {
+    struct entry *buckets[CTX_BUCKETS];
+    struct entry *first, *last;
+    size_t n, max;
 };
 
 struct tls_term {
     struct ca *ca;
     char *ca_pem;
     SSL_CTX *client;
-    struct leaf_ctx *buckets[CTX_BUCKETS];
-    struct leaf_ctx *first, *last;
-    size_t n_ctx;
+    struct cache server_ctxs; /* one SSL_CTX per SNI leaf */
+    struct cache sessions;    /* the newest upstream session per name */
 };
 
 static int log_ssl(int r, const char *what, const char *arg)
@@ -173,92 +185,119 @@ fail:
     return NULL;
 }
 
-static void lru_unlink(struct tls_term *t, struct leaf_ctx *l)
+static void lru_unlink(struct cache *c, struct entry *e)
 {
-    if (l->prev) {
-        l->prev->next = l->next;
+    if (e->prev) {
+        e->prev->next = e->next;
     } else {
-        t->first = l->next;
+        c->first = e->next;
     }
-    if (l->next) {
-        l->next->prev = l->prev;
+    if (e->next) {
+        e->next->prev = e->prev;
     } else {
-        t->last = l->prev;
+        c->last = e->prev;
     }
-    l->prev = l->next = NULL;
+    e->prev = e->next = NULL;
 }
 
-static void lru_push_front(struct tls_term *t, struct leaf_ctx *l)
+static void lru_push_front(struct cache *c, struct entry *e)
 {
-    l->next = t->first;
-    if (t->first) {
-        t->first->prev = l;
+    e->next = c->first;
+    if (c->first) {
+        c->first->prev = e;
     } else {
-        t->last = l;
+        c->last = e;
     }
-    t->first = l;
+    c->first = e;
 }
 
-/* Takes l out of the table and the list, and frees it (live SSLs keep their own ctx reference). */
-static void leaf_ctx_drop(struct tls_term *t, struct leaf_ctx *l)
+/* Takes e out of c and frees it (live SSLs keep their own references). */
+static void cache_drop(struct cache *c, struct entry *e)
 {
-    struct leaf_ctx **p = &t->buckets[l->hash % CTX_BUCKETS];
+    struct entry **p = &c->buckets[e->hash % CTX_BUCKETS];
 
-    while (*p != l) {
+    while (*p != e) {
         p = &(*p)->hnext;
     }
-    *p = l->hnext;
-    lru_unlink(t, l);
-    t->n_ctx--;
-    SSL_CTX_free(l->ctx);
-    free(l->name);
-    free(l);
+    *p = e->hnext;
+    lru_unlink(c, e);
+    c->n--;
+    SSL_CTX_free(e->ctx);
+    SSL_SESSION_free(e->sess);
+    free(e->name);
+    free(e);
+}
+
+/* The entry for name, now the most recently used; NULL when absent. */
+static struct entry *cache_find(struct cache *c, const char *name)
+{
+    uint32_t h = hash_name(name);
+    struct entry *e;
+
+    for (e = c->buckets[h % CTX_BUCKETS]; e; e = e->hnext) {
+        if (e->hash == h && strcmp(e->name, name) == 0) {
+            if (c->first != e) {
+                lru_unlink(c, e);
+                lru_push_front(c, e);
+            }
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* A new, empty entry for name (absent from c), added in front; the least recent goes. */
+static struct entry *cache_add(struct cache *c, const char *name)
+{
+    struct entry *e = calloc(1, sizeof(*e));
+
+    if (!e || !(e->name = strdup(name))) {
+        free(e);
+        return NULL;
+    }
+    e->hash = hash_name(name);
+    e->hnext = c->buckets[e->hash % CTX_BUCKETS];
+    c->buckets[e->hash % CTX_BUCKETS] = e;
+    lru_push_front(c, e);
+    c->n++;
+    while (c->n > c->max) {
+        cache_drop(c, c->last);
+    }
+    return e;
+}
+
+static void cache_clear(struct cache *c)
+{
+    while (c->first) {
+        cache_drop(c, c->first);
+    }
 }
 
 static SSL_CTX *server_ctx_get(struct tls_term *t, const char *sni)
 {
-    uint32_t h = hash_name(sni);
-    struct leaf_ctx *l;
-    time_t now = time(NULL);
+    struct entry *e = cache_find(&t->server_ctxs, sni);
+    SSL_CTX *ctx;
+    time_t not_after;
 
-    for (l = t->buckets[h % CTX_BUCKETS]; l; l = l->hnext) {
-        if (l->hash == h && strcmp(l->name, sni) == 0) {
-            break;
-        }
+    if (e && e->not_after - time(NULL) >= CTX_RENEW_SEC) {
+        return e->ctx;
     }
-    if (l && l->not_after - now < CTX_RENEW_SEC) {
-        leaf_ctx_drop(t, l);
-        l = NULL;
+    if (e) {
+        cache_drop(&t->server_ctxs, e);
     }
-    if (l) {
-        if (t->first != l) {
-            lru_unlink(t, l);
-            lru_push_front(t, l);
-        }
-        return l->ctx;
+    ctx = server_ctx_new(t, sni, &not_after);
+    if (!ctx) {
+        return NULL;
     }
-
-    l = calloc(1, sizeof(*l));
-    if (!l || !(l->name = strdup(sni))) {
-        free(l);
+    e = cache_add(&t->server_ctxs, sni);
+    if (!e) {
+        SSL_CTX_free(ctx);
         log_error_errno(-ENOMEM, "cannot cache a TLS context for '%s': %m", sni);
         return NULL;
     }
-    l->ctx = server_ctx_new(t, sni, &l->not_after);
-    if (!l->ctx) {
-        free(l->name);
-        free(l);
-        return NULL;
-    }
-    l->hash = h;
-    l->hnext = t->buckets[h % CTX_BUCKETS];
-    t->buckets[h % CTX_BUCKETS] = l;
-    lru_push_front(t, l);
-    t->n_ctx++;
-    while (t->n_ctx > TLS_TERM_CTX_MAX) {
-        leaf_ctx_drop(t, t->last);
-    }
-    return l->ctx;
+    e->ctx = ctx;
+    e->not_after = not_after;
+    return ctx;
 }
 
 SSL *tls_term_server(struct tls_term *t, const char *sni)
@@ -287,6 +326,7 @@ SSL *tls_term_server(struct tls_term *t, const char *sni)
 
 SSL *tls_term_client(struct tls_term *t, const char *sni)
 {
+    struct entry *e;
     SSL *ssl;
 
     if (!sni_ok(sni)) {
@@ -306,11 +346,51 @@ SSL *tls_term_client(struct tls_term *t, const char *sni)
         SSL_free(ssl);
         return NULL;
     }
+    e = cache_find(&t->sessions, sni);
+    if (e && SSL_SESSION_is_resumable(e->sess)) {
+        SSL_set_session(ssl, e->sess); /* a failure only costs the full handshake */
+    }
     SSL_set_connect_state(ssl);
     return ssl;
 }
 
-static int client_ctx_new(const char *upstream_ca_file, SSL_CTX **ret)
+/*
+ * A new upstream session (full handshake, or a TLS 1.3 ticket after one):
+ * kept per name, so the next connection for that name resumes instead of
+ * verifying a chain again. Only verified sessions are kept, and only under
+ * the name they were verified for: the key is the SNI we sent, which is
+ * the name the certificate was checked against.
+ */
+static int new_session(SSL *ssl, SSL_SESSION *sess)
+{
+    struct tls_term *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    SSL_SESSION *copy;
+    struct entry *e;
+
+    if (!t || !name || SSL_get_verify_result(ssl) != X509_V_OK) {
+        return 0;
+    }
+    /* A copy: OpenSSL marks the connection's own session not resumable when
+     * it ends without a close_notify, as relayed connections often do. */
+    copy = SSL_SESSION_dup(sess);
+    if (!copy) {
+        return 0;
+    }
+    e = cache_find(&t->sessions, name);
+    if (!e) {
+        e = cache_add(&t->sessions, name);
+    }
+    if (!e) {
+        SSL_SESSION_free(copy);
+        return 0;
+    }
+    SSL_SESSION_free(e->sess);
+    e->sess = copy;
+    return 0; /* sess stays OpenSSL's */
+}
+
+static int client_ctx_new(struct tls_term *t, const char *upstream_ca_file, SSL_CTX **ret)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 
@@ -333,6 +413,9 @@ static int client_ctx_new(const char *upstream_ca_file, SSL_CTX **ret)
         return log_ssl(-EINVAL, "cannot load the upstream CA bundle", upstream_ca_file);
     }
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_app_data(ctx, t);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, new_session);
     *ret = ctx;
     return 0;
 }
@@ -378,7 +461,9 @@ int tls_term_new(const char *ca_dir, const char *upstream_ca_file, struct tls_te
     if (r < 0) {
         goto fail;
     }
-    r = client_ctx_new(upstream_ca_file, &t->client);
+    t->server_ctxs.max = TLS_TERM_CTX_MAX;
+    t->sessions.max = TLS_TERM_SESSIONS_MAX;
+    r = client_ctx_new(t, upstream_ca_file, &t->client);
     if (r < 0) {
         goto fail;
     }
@@ -396,7 +481,7 @@ const char *tls_term_ca_pem(const struct tls_term *t)
 
 size_t tls_term_ctx_cache_size(const struct tls_term *t)
 {
-    return t->n_ctx;
+    return t->server_ctxs.n;
 }
 
 struct tls_term *tls_term_free(struct tls_term *t)
@@ -404,9 +489,8 @@ struct tls_term *tls_term_free(struct tls_term *t)
     if (!t) {
         return NULL;
     }
-    while (t->first) {
-        leaf_ctx_drop(t, t->first);
-    }
+    cache_clear(&t->server_ctxs);
+    cache_clear(&t->sessions);
     SSL_CTX_free(t->client);
     free(t->ca_pem);
     ca_free(t->ca);

@@ -28,7 +28,8 @@
 
 #include <openssl/ssl.h>
 
-#define TLS_TERM_CTX_MAX 1024 /* cached server contexts (one per SNI) */
+#define TLS_TERM_CTX_MAX 1024      /* cached server contexts (one per SNI) */
+#define TLS_TERM_SESSIONS_MAX 1024 /* cached upstream sessions (one per SNI) */
 
 /* the egress CA (src/shared/ca.c in --data-dir) + an upstream trust store */
 struct tls_term;
@@ -66,6 +67,8 @@ SSL *tls_term_server(struct tls_term *t, const char *sni);
  * name against sni (X509_VERIFY_PARAM_set1_host, no partial wildcards).
  * A verification failure fails the handshake; SSL_get_verify_result()
  * then says why (X509_verify_cert_error_string() for the audit reason).
+ * The newest session verified for sni is offered for resumption (one per
+ * name, at most TLS_TERM_SESSIONS_MAX names).
  * Returns NULL (logged) on an invalid name or OOM. The caller frees it.
  */
 SSL *tls_term_client(struct tls_term *t, const char *sni);
