@@ -105,15 +105,15 @@ def test_ca_bundle_trusted_by_curl_and_python(trust_agent, pki):
     fs.write(f"{tmp}/cli.py", CLIENT)
     fs.write(f"{tmp}/leaf.crt", leaf)
     fs.write(f"{tmp}/leaf.key", key)
-    fs.chmod(tmp, 0o755)
+    fs.chmod(tmp, 0o777)
     for f in ("srv.py", "cli.py", "leaf.crt", "leaf.key"):
         fs.chmod(f"{tmp}/{f}", 0o644)
     # Server and clients in one script: the clients run as the default user, told nothing.
-    script = (f"python3 {tmp}/srv.py {tmp}/leaf.crt {tmp}/leaf.key > {tmp}/port & "
-              f"for i in $(seq 100); do [ -s {tmp}/port ] && break; sleep 0.1; done; "
-              f"port=$(cat {tmp}/port); "
+    script = (f"python3 {tmp}/srv.py {tmp}/leaf.crt {tmp}/leaf.key > {tmp}/port.$$ & "
+              f"for i in $(seq 100); do [ -s {tmp}/port.$$ ] && break; sleep 0.1; done; "
+              f"port=$(cat {tmp}/port.$$); "
               "curl -sS -m 20 https://127.0.0.1:$port/; echo; "
-              f"python3 {tmp}/cli.py https://localhost:$port/; kill %1")
+              f"python3 {tmp}/cli.py https://127.0.0.1:$port/; kill $!")
     res = envd.sh(script)
     out = res.stdout.decode().splitlines()
     assert out[0] == "trusted-ok", (res.stdout, res.stderr)

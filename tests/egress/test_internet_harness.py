@@ -5,8 +5,8 @@ addresses answer, and the flow log sees every attempt. Then teardown leaves noth
 import hashlib
 import os
 
-from lib.internet import (ALLOWED, DNS_IP, DOH_IP, FORBIDDEN, FORBIDDEN_IP, METADATA_IP,
-                          WEB_IP, Internet, _netns_list)
+from lib.internet import (ALLOWED, DNS_IP, DOH_IP, FORBIDDEN, FORBIDDEN_IP, HOST_SERVICE_PORT,
+                          METADATA_IP, WEB_IP, Internet, _netns_list)
 
 
 def curl(net, *args):
@@ -62,6 +62,12 @@ def test_internet_harness():
         assert "vhost=dot-leak" in curl(net, "--cacert", net.ca, f"https://{DOH_IP}:853/")
         assert "vhost=port-leak" in curl(net, f"http://{WEB_IP}:8080/")
 
+        # The host service in uplink (what the host's API would be), by loopback and address.
+        assert "host-leak" in curl(net, f"http://127.0.0.2:{HOST_SERVICE_PORT}/")
+        assert "host-leak" in curl(net, f"http://198.18.0.1:{HOST_SERVICE_PORT}/")
+        assert [h.split(" -> ")[1] for h in net.host_service_hits()] == ["127.0.0.2",
+                                                                         "198.18.0.1"]
+
         flows = net.flows()
         for dst, port in ((FORBIDDEN_IP, 80), (METADATA_IP, 80), (DOH_IP, 853), (WEB_IP, 8080),
                           (WEB_IP, 443), (DNS_IP, 53)):
@@ -72,6 +78,7 @@ def test_internet_harness():
         # reset_logs() forgets everything, for the next probe batch.
         net.reset_logs()
         assert net.flows() == [] and net.dns_queries() == [] and net.requests() == []
+        assert net.host_service_hits() == []
         tmp = net.tmp
     assert net.uplink not in _netns_list() and net.inet not in _netns_list()
     assert not os.path.exists(tmp) and not os.path.exists(f"/etc/netns/{net.uplink}")

@@ -17,6 +17,10 @@ inside namespaces the test creates):
                              853 answering "doh-leak"/"dot-leak"
             169.254.169.254  a cloud metadata service answering "metadata-leak"
 
+And in uplink itself, standing for the host space-gw runs on: a TCP service on 0.0.0.0:18080
+(HOST_SERVICE_PORT: reachable as 127.0.0.x and 198.18.0.1 there) answering "host-leak" and
+logging every peer, as the host's API and ingress would.
+
 Every response names the vhost that answered (body `vhost=<name> ...` and header
 X-Vhost), so a test can tell allowed from forbidden. The nginx access log (JSON lines)
 records each request with its address, port, SNI and Host; an nftables table in inet
@@ -60,6 +64,30 @@ DNS_NAMES = {
     "metadata.test": METADATA_IP,
 }
 BIG_SIZE = 64 << 20
+HOST_SERVICE_PORT = 18080
+
+# The uplink's "host service": accepts, logs the peer, answers host-leak, closes.
+_HOST_SERVICE = r"""
+import socket, sys, threading
+log = open(sys.argv[1], "a", buffering=1)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[2])))
+s.listen(64)
+print("ready", flush=True)
+def serve(c, peer):
+    log.write(f"{peer[0]}:{peer[1]} -> {c.getsockname()[0]}\n")
+    try:
+        c.settimeout(5)
+        c.recv(4096)
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nConnection: close\r\n\r\nhost-leak\n")
+    except OSError:
+        pass
+    c.close()
+while True:
+    c, peer = s.accept()
+    threading.Thread(target=serve, args=(c, peer), daemon=True).start()
+"""
 
 _PREFIX = "spnet"
 _counter = itertools.count()
@@ -226,6 +254,7 @@ class Internet:
             self._dnsmasq()
             self._nginx()
             self._flow_log()
+            self._host_service()
             self._wait_ready()
         except BaseException:
             self.close()
@@ -316,6 +345,17 @@ class Internet:
         _sh("ip", "netns", "exec", self.inet, "nginx", "-t", "-q", "-c", conf, "-p", self.tmp)
         self._spawn(self.inet, ["nginx", "-c", conf, "-p", self.tmp], "nginx.out")
 
+    def _host_service(self):
+        self.host_service_log = os.path.join(self.tmp, "log", "host-service.log")
+        open(self.host_service_log, "w").close()
+        self._spawn(self.uplink, ["python3", "-c", _HOST_SERVICE, self.host_service_log,
+                                  str(HOST_SERVICE_PORT)], "host-service.out")
+
+    def host_service_hits(self):
+        """Peers that reached the uplink's host service ("addr:port -> local addr")."""
+        with open(self.host_service_log) as f:
+            return f.read().splitlines()
+
     def _flow_log(self):
         """Every new connection attempt into inet, by 5-tuple, in a dynamic nft set."""
         rules = """
@@ -349,8 +389,11 @@ table inet flows {
                     r = self.run_uplink(["curl", "-sS", "-m", "3", f"http://{WEB_IP}/",
                                          "-H", f"Host: {ALLOWED}"], timeout=5)
                     if r.returncode == 0 and f"vhost={ALLOWED}" in r.stdout:
-                        self.reset_logs()
-                        return
+                        r = self.run_uplink(["curl", "-sS", "-m", "3",
+                                             f"http://127.0.0.1:{HOST_SERVICE_PORT}/"], timeout=5)
+                        if "host-leak" in r.stdout:
+                            self.reset_logs()
+                            return
                 last = r.stderr
             except subprocess.TimeoutExpired as e:
                 last = str(e)
@@ -404,7 +447,7 @@ table inet flows {
 
     def reset_logs(self):
         """Forget what was logged so far (between probe batches)."""
-        for path in (self.dns_log, self.access_log):
+        for path in (self.dns_log, self.access_log, self.host_service_log):
             with contextlib.suppress(FileNotFoundError):
                 os.truncate(path, 0)
         _sh("ip", "netns", "exec", self.inet, "nft", "flush", "set", "inet", "flows", "tcpudp")
