@@ -162,6 +162,7 @@ def guest_that_never_answers(plat):
     listen_forever(plat, a, 8002)
     pid = plat.api.pid
     rss0, cpu0 = rss_kb(pid), cpu_s(pid)
+    api_fds0, node_fds0 = fd_count(pid), fd_count(plat.node.proc.pid)
 
     # (1) Through the ingress: n connections, each with a request the guest never answers.
     n = 1200
@@ -199,8 +200,21 @@ def guest_that_never_answers(plat):
         for s in socks:
             s.close()
 
-    fds_after = drained_fds(plat.node.proc.pid, node_fds)
-    print(f"(a) closed: space-node {node_fds} -> {fds_after} fds")
+    # The clients are gone: 30 s later (INGRESS_ABANDONED_SEC) the ingress closes what it held
+    # for them, their tunnels with it, and the sandbox takes new connections again.
+    t_close = time.monotonic()
+    api_fds, node_fds_after = drained(pid, api_fds0 + 16, plat.node.proc.pid, node_fds0 + 16)
+    print(f"(a) clients closed: within {time.monotonic() - t_close:.0f} s space-api "
+          f"{api_fds0} -> {api_fds}, space-node {node_fds} -> {node_fds_after} fds")
+    assert api_fds <= api_fds0 + 16 and node_fds_after <= node_fds0 + 16, \
+        (api_fds0, api_fds, node_fds0, node_fds_after)
+    again = open_conns(plat, 1, req)[0]
+    try:
+        again.settimeout(3)
+        with pytest.raises(socket.timeout):
+            again.recv(1)  # held again (the guest never answers), not refused
+    finally:
+        again.close()
 
     # (2) Straight at the node's tunnel socket (what several space-api sharing the node add
     # up to), into a third sandbox.
@@ -220,7 +234,7 @@ def guest_that_never_answers(plat):
         for raw in closed.values():
             assert raw == b"ERR 503 too many tunnels to this sandbox\n", raw
         assert all(v == b"OK\n" for v in opened.values())
-        node_fds = len(os.listdir(f"/proc/{plat.node.proc.pid}/fd"))
+        node_fds = fd_count(plat.node.proc.pid)
         t_ctl = control_plane_works(plat, "tunnel load")
         print(f"(a) {m} tunnels straight to the node: {len(opened)} open (cap "
               f"{tunnel_per_sandbox} per sandbox of {tunnel_max}), {len(closed)} refused "
@@ -229,7 +243,6 @@ def guest_that_never_answers(plat):
     finally:
         for s in tsocks:
             s.close()
-    print(f"(a) closed: space-node {node_fds} -> {drained_fds(plat.node.proc.pid, node_fds)} fds")
     assert plat.node.proc.poll() is None, plat.node.log()
     for sid in (a, c):
         assert e2b(plat, "DELETE", f"/sandboxes/{sid}").status_code == 204
@@ -238,20 +251,25 @@ def guest_that_never_answers(plat):
 def wait_fds_over(pid, n, timeout=60):
     deadline = time.monotonic() + timeout
     while True:
-        have = len(os.listdir(f"/proc/{pid}/fd"))
+        have = fd_count(pid)
         if have > n:
             return have
         assert time.monotonic() < deadline, f"space-node holds {have} fds, not over {n}"
         time.sleep(0.2)
 
 
-def drained_fds(pid, loaded, timeout=10):
-    """space-node's descriptor count once the closed load has drained (or after timeout)."""
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def drained(api_pid, api_max, node_pid, node_max, timeout=60):
+    """(space-api's, space-node's) descriptor counts once both are at most the given, or at
+    the timeout."""
     deadline = time.monotonic() + timeout
     while True:
-        n = len(os.listdir(f"/proc/{pid}/fd"))
-        if n < loaded // 4 or time.monotonic() > deadline:
-            return n
+        counts = fd_count(api_pid), fd_count(node_pid)
+        if (counts[0] <= api_max and counts[1] <= node_max) or time.monotonic() > deadline:
+            return counts
         time.sleep(0.5)
 
 
