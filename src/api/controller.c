@@ -23,6 +23,7 @@
 #include "basic/macro.h"
 #include "basic/random-util.h"
 #include "shared/event-util.h"
+#include "shared/http-util.h"
 
 #define TICK_USEC (1 * USEC_PER_SEC)
 #define NODE_SYNC_USEC (10 * USEC_PER_SEC)
@@ -778,6 +779,20 @@ void controller_wait(struct manager *m, const char *op_id, struct evhttp_request
     w->userdata = userdata;
     w->next = m->waiters;
     m->waiters = w;
+}
+
+void controller_reply_unfinished(struct manager *m, struct evhttp_request *req,
+                                 const char *timeout_message)
+{
+    if (m->stopping) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        http_util_reply_error(req, 503,
+                              "space-api is shutting down before the operation finished; it goes "
+                              "on and is finished by the next start or another replica: retry, "
+                              "or read the sandbox");
+        return;
+    }
+    http_util_reply_error(req, 504, "%s", timeout_message);
 }
 
 /*
