@@ -256,7 +256,9 @@ def test_egress_plumbing():
                                       if after[k] != before[k]})
         assert after["guest_udp"] - before["guest_udp"] >= 3, (before, after)
         assert after["guest_icmp"] - before["guest_icmp"] >= 2, (before, after)
-        assert after["guest_direct"] - before["guest_direct"] >= 2, (before, after)
+        # Straight to the gateway's port (not redirected), and to another host port.
+        assert after["guest_direct"] - before["guest_direct"] >= 1, (before, after)
+        assert after["guest_new"] - before["guest_new"] >= 1, (before, after)
         # IPv6 is off in the guest's kernel or not: a frame that is not IPv4/ARP is counted
         # at the tap whenever one is sent (router solicitations, MLD, this send).
         if b"no ipv6 send" not in res["stdout"]:
