@@ -303,6 +303,21 @@ def test_egress_plumbing():
             status, body = n.call("GET", f"/v1/egress-audit?{bad}")
             assert status == 400, (bad, body)
 
+        # A misbehaving gateway (garbage, descriptors sent to the node, a reply to nothing)
+        # gets its session ended; the node is unharmed and attaches again on the next one.
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        for bad in (lambda: gw.conn.send(b"\xff{not json"),
+                    lambda: socket.send_fds(gw.conn, [b'{"type":"audit","records":[]}'],
+                                            [devnull]),
+                    lambda: gw.send({"type": "detach", "instance": iid, "ok": True})):
+            bad()
+            gw.expect("hello", timeout=30)
+            msg, fds = gw.expect("attach", instance=iid, timeout=30)
+            check_attach(msg, fds, sb, {"internet": True, "allow": [], "deny": []})
+        os.close(devnull)
+        status, _ = n.call("GET", "/health")
+        assert status == 200
+
         # space-gw restarts: the node comes back on its own and attaches everything again.
         gw.stop()
         gw = GwDriver(gw_path).start()
