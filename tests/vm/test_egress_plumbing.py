@@ -272,6 +272,11 @@ def test_egress_plumbing():
         assert status == 400, body
         status, body = n.call("PUT", f"/v1/sandboxes/{sid}/network", {"bogus": 1})
         assert status == 400, body
+        # Valid, but more than one control datagram can carry: refused, not half-applied.
+        long_names = [".".join([f"{i:03d}" + "a" * 60] + ["b" * 63] * 2 + ["c" * 55, "test"])
+                      for i in range(256)]
+        status, body = n.call("PUT", f"/v1/sandboxes/{sid}/network", {"allow": long_names})
+        assert status == 400 and "too large" in body["message"], body
         status, body = n.call("GET", f"/v1/sandboxes/{sid}")
         assert body["network"]["internet"] is True
 
