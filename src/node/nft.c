@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "basic/fresh-fds.h"
 #include "basic/macro.h"
 #include "basic/strbuf.h"
 
@@ -140,26 +141,45 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
 /* libnftables keeps process-wide state (symbol tables, its gmp allocator): one caller at a time. */
 static pthread_mutex_t nft_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int nft_apply(const char *ruleset, char **ret_error)
+struct nft_apply_job {
+    const char *ruleset;
+    char **ret_error;
+};
+
+static int nft_apply_now(void *userdata)
 {
+    struct nft_apply_job *j = userdata;
     struct nft_ctx *ctx;
     int r;
 
-    pthread_mutex_lock(&nft_lock);
     /* A fresh context per call: its netlink socket belongs to this thread's namespace. */
     ctx = nft_ctx_new(NFT_CTX_DEFAULT);
     if (!ctx) {
-        pthread_mutex_unlock(&nft_lock);
         return -ENOMEM;
     }
     (void)nft_ctx_buffer_output(ctx);
     (void)nft_ctx_buffer_error(ctx);
-    r = nft_run_cmd_from_buffer(ctx, ruleset) == 0 ? 0 : -EIO;
-    if (r < 0 && ret_error) {
+    r = nft_run_cmd_from_buffer(ctx, j->ruleset) == 0 ? 0 : -EIO;
+    if (r < 0 && j->ret_error) {
         const char *e = nft_ctx_get_error_buffer(ctx);
-        *ret_error = strdup(e ? e : "");
+        *j->ret_error = strdup(e ? e : "");
     }
     nft_ctx_free(ctx);
+    return r;
+}
+
+int nft_apply(const char *ruleset, char **ret_error)
+{
+    struct nft_apply_job j = { .ruleset = ruleset, .ret_error = ret_error };
+    int r;
+
+    pthread_mutex_lock(&nft_lock);
+    /*
+     * libnftables select()s on its netlink socket: with the node holding over
+     * 1,024 descriptors (tunnels) that socket would be >= FD_SETSIZE and glibc
+     * aborts the node. On a thread of its own with a fresh fd table it is fd 3.
+     */
+    r = fresh_fds_run(nft_apply_now, &j);
     pthread_mutex_unlock(&nft_lock);
     return r;
 }
