@@ -706,6 +706,9 @@ void vm_exec_result_release(struct vm_exec_result *res)
 
 /* ---- crash recovery ---- */
 
+/* An instance.json with its network policy (at most GW_PROTO_MSG_MAX) and the rest. */
+#define VM_RECORD_MAX (1u << 20)
+
 static int vm_load(const struct vm_host *host, const char *iid, struct vm **ret,
                    bool *ret_record_ok)
 {
@@ -724,7 +727,7 @@ static int vm_load(const struct vm_host *host, const char *iid, struct vm **ret,
         return -ENOMEM;
     }
     vm->dns_fd = vm->gateway_fd = -EBADF;
-    *ret_record_ok = read_file(path, 1 << 16, &text, NULL) >= 0 &&
+    *ret_record_ok = read_file(path, VM_RECORD_MAX, &text, NULL) >= 0 &&
                      instance_record_from_json(text, &vm->rec) >= 0 &&
                      strcmp(vm->rec.iid, iid) == 0;
     if (!*ret_record_ok) {
