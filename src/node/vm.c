@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -29,6 +30,7 @@
 #include "basic/fileio.h"
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "basic/proc-util.h"
 #include "basic/strbuf.h"
 #include "node/clone.h"
 #include "node/netslot.h"
@@ -65,6 +67,7 @@ int vm_new(const char *template_name, unsigned vcpus, unsigned memory_mib, struc
     vm->rec.memory_mib = memory_mib;
     vm->rec.created_at = now_realtime();
     vm->rec.state = VM_CREATING;
+    vm->dns_fd = vm->gateway_fd = -EBADF;
     *ret = vm;
     return 0;
 }
@@ -74,6 +77,9 @@ struct vm *vm_free(struct vm *vm)
     if (vm) {
         runtime_vm_free(vm->rt);
         free(vm->init_json);
+        instance_record_release(&vm->rec);
+        close_safe(vm->dns_fd);
+        close_safe(vm->gateway_fd);
         free(vm);
     }
     return NULL;
@@ -430,6 +436,17 @@ int vm_destroy(const struct vm_host *host, const struct vm *vm)
         }
     }
     runtime_vm_free(attached);
+    /*
+     * A node killed between spawning the VMM and writing its pid anywhere
+     * leaves a VMM no record names. It still runs as its slot's uid, which
+     * no other process on the host has (netslot.h): sweep by that uid before
+     * the slot is released and could be leased again.
+     */
+    unsigned slot, n = 0;
+    if (netslot_slot(rec->iid, &slot) >= 0 &&
+        proc_kill_uid(NETSLOT_UID_BASE + slot, SIGKILL, &n) >= 0 && n > 0) {
+        log_sandbox_info(rec->iid, "killed %u unrecorded process(es) of slot %u", n, slot);
+    }
     r = netslot_destroy(rec->iid);
     if (r < 0) {
         ret = log_sandbox_warning_errno(rec->iid, r, "cannot remove network namespace: %m");
@@ -706,11 +723,13 @@ static int vm_load(const struct vm_host *host, const char *iid, struct vm **ret,
     if (!vm) {
         return -ENOMEM;
     }
+    vm->dns_fd = vm->gateway_fd = -EBADF;
     *ret_record_ok = read_file(path, 1 << 16, &text, NULL) >= 0 &&
                      instance_record_from_json(text, &vm->rec) >= 0 &&
                      strcmp(vm->rec.iid, iid) == 0;
     if (!*ret_record_ok) {
         /* Unreadable (a crash before the first write): destroy by directory name. */
+        instance_record_release(&vm->rec);
         vm->rec = (struct instance_record){ .state = VM_CREATING };
         memcpy(vm->rec.iid, iid, INSTANCE_ID_LEN + 1);
     }
