@@ -2,7 +2,8 @@
 """Egress numbers (issue 9): what space-gw adds over a direct connection, in one run.
 
   sudo /usr/bin/python3 bench/egress_bench.py [--build-dir build] [--samples 400]
-       [--requests 1000] [--big-mib 256] [--dns-seconds 5] [--modes tcp,http,tls] [--json]
+       [--requests 1000] [--rounds 4] [--big-mib 256] [--dns-seconds 5] [--dns-clients 2]
+       [--modes tcp,http,tls] [--json]
 
 Builds the simulated internet of the tests (tests/lib/internet.py: an `uplink` namespace
 where space-gw runs, an `inet` one with nginx and dnsmasq on 198.18.0.0/15) plus a
@@ -23,8 +24,9 @@ machine load:
   connection  connect + request + first byte of the answer, a new connection each time
   request     one request + its whole answer on a kept-alive connection
   download    a --big-mib file with curl (-o /dev/null), MB/s
-  dns         A queries per second for an allowed name (a window of outstanding queries),
-              through the DNS proxy vs straight to the upstream dnsmasq
+  dns         A queries per second for an allowed name (--dns-clients processes, each with
+              a window of 64 outstanding queries), through the DNS proxy vs straight to the
+              upstream dnsmasq (one without query logging)
 
 The clients are Python (latency) and curl (throughput); their own costs are in both
 columns, so the difference is what the gateway adds. Prints a table (or --json).
@@ -333,6 +335,30 @@ def dns_qps(server, name, seconds, window=64):
     return {"qps": round(answered / elapsed), "timeouts": lost}
 
 
+def _dns_worker(server, name, seconds, window, conn):
+    conn.send(dns_qps(server, name, seconds, window))
+    conn.close()
+
+
+def dns_qps_parallel(server, name, seconds, clients, window=64):
+    """dns_qps() in `clients` processes forked here (so in this thread's namespace)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    pipes, procs = [], []
+    for _ in range(clients):
+        a, b = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_dns_worker, args=(server, name, seconds, window, b))
+        p.start()
+        pipes.append(a)
+        procs.append(p)
+    results = [a.recv() for a in pipes]
+    for p in procs:
+        p.join()
+    return {"qps": sum(r["qps"] for r in results),
+            "timeouts": sum(r["timeouts"] for r in results), "clients": clients}
+
+
 def curl_download(ns, url, cacert, big_size):
     args = ["ip", "netns", "exec", ns, "curl", "-sS", "-o", "/dev/null", "--max-time", "300",
             "-w", "%{speed_download} %{size_download}", url]
@@ -390,6 +416,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=4, help="direct/gateway alternations")
     ap.add_argument("--big-mib", type=int, default=256)
     ap.add_argument("--dns-seconds", type=float, default=5)
+    ap.add_argument("--dns-clients", type=int, default=2, help="query processes")
     ap.add_argument("--modes", default="tcp,http,tls")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -462,9 +489,11 @@ def main():
 
         if args.dns_seconds > 0:
             with netns(net.uplink):
-                results["dns"]["direct"] = dns_qps(QUIET_DNS_IP, ALLOWED, args.dns_seconds)
+                results["dns"]["direct"] = dns_qps_parallel(QUIET_DNS_IP, ALLOWED,
+                                                            args.dns_seconds, args.dns_clients)
             with netns(sb.name):
-                results["dns"]["gw"] = dns_qps(GW_IP, ALLOWED, args.dns_seconds)
+                results["dns"]["gw"] = dns_qps_parallel(GW_IP, ALLOWED, args.dns_seconds,
+                                                        args.dns_clients)
         time.sleep(0.5)  # the last audit batch
         results["audit_records"] = len(ctl.audit)
         results["denied"] = sum(1 for r in ctl.audit if r.get("verdict") == "deny")
