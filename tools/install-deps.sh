@@ -17,6 +17,7 @@ packages=(
   python3 python3-pytest python3-requests curl postgresql wrk
   dnsmasq-base  # tests/compat/test_tls_default_mode.py: *.{domain} inside a test netns
   sqlite3 # tests/ingress/test_routing.py holds the store locked from another process
+  nginx-light bind9-dnsutils  # tests/lib/internet.py: the simulated internet's web servers, dig
 )
 
 missing=()

@@ -70,6 +70,7 @@
 
 static const char *arg_listen = AGENT_DEFAULT_LISTEN;
 static const char *arg_e2b_dir = NULL;
+static const char *arg_trust_root = NULL;
 static uint64_t arg_max_upload = AGENT_DEFAULT_MAX_UPLOAD;
 static bool arg_pid1 = false;
 
@@ -222,6 +223,7 @@ static void help(void)
            "  --listen ADDR:PORT   listen address (default %s; port 0 picks a free one)\n"
            "  --max-upload BYTES   largest /files upload body (default 512M)\n"
            "  --e2b-dir DIR        where /init writes .E2B_* files (default /run/e2b as init)\n"
+           "  --trust-root DIR     where /init's caBundle is installed (default / as init)\n"
            "  --log-level LEVEL    debug, info, warning, error\n"
            "  --version            print the version\n"
            "  -h --help            this text\n",
@@ -234,6 +236,7 @@ static int parse_args(int argc, char **argv)
         { "listen", required_argument, NULL, 'l' },
         { "max-upload", required_argument, NULL, 'm' },
         { "e2b-dir", required_argument, NULL, 'e' },
+        { "trust-root", required_argument, NULL, 't' },
         { "log-level", required_argument, NULL, 'L' },
         { "version", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
@@ -257,6 +260,9 @@ static int parse_args(int argc, char **argv)
             break;
         case 'e':
             arg_e2b_dir = optarg;
+            break;
+        case 't':
+            arg_trust_root = optarg;
             break;
         case 'L':
             r = log_level_from_string(optarg);
@@ -299,6 +305,13 @@ static int agent_init(struct agent *a)
     if (arg_e2b_dir || arg_pid1) {
         a->e2b_dir = strdup(arg_e2b_dir ? arg_e2b_dir : "/run/e2b");
         if (!a->e2b_dir) {
+            return -ENOMEM;
+        }
+    }
+    /* As init the trust store is the guest's own; a host test names a directory for it. */
+    if (arg_trust_root || arg_pid1) {
+        a->trust_root = strdup(arg_trust_root ? arg_trust_root : "");
+        if (!a->trust_root) {
             return -ENOMEM;
         }
     }
@@ -351,6 +364,7 @@ static void agent_done(struct agent *a)
     free(a->default_workdir);
     free(a->path_env);
     free(a->e2b_dir);
+    free(a->trust_root);
 }
 
 static int agent_listen(struct agent *a)

@@ -34,6 +34,7 @@ struct agent {
     char *default_workdir; /* NULL: the user's home directory */
     char *path_env;        /* PATH given to processes (the agent's own) */
     char *e2b_dir;         /* where /init writes .E2B_* files; NULL: nowhere */
+    char *trust_root;      /* where /init's caBundle goes: "" (/) as init; NULL: refused */
     bool is_init;          /* we run as the guest's init: /init may set the clock */
     uint64_t max_upload;   /* largest /files request body */
     uint64_t cpu_prev_total, cpu_prev_idle; /* /metrics: CPU counters at the last call */

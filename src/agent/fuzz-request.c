@@ -7,6 +7,7 @@
  *   2  a multipart body; the first line is the Content-Type
  *   3  an Authorization header, then path resolution for a user
  *   4  an RFC 3339 timestamp (/init)
+ *   5  a caBundle (/init: PEM certificates only)
  */
 #include <assert.h>
 #include <errno.h>
@@ -21,11 +22,22 @@
 #include "agent/process-rpc.h"
 #include "agent/proto-codec.h"
 #include "agent/state.h"
+#include "agent/trust.h"
 #include "agent/user.h"
 #include "filesystem.pb-c.h"
 #include "process.pb-c.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
+static void fuzz_ca_bundle(const uint8_t *p, size_t n)
+{
+    const char *why = NULL;
+    int r = trust_check_bundle((const char *)p, n, &why);
+
+    assert(r == 0 || r == -EBADMSG || r == -E2BIG || r == -ENOMEM);
+    assert(r == 0 || r == -ENOMEM || why);
+    assert(r != 0 || memmem(p, n, "-----BEGIN CERTIFICATE-----", 27));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A fixed jansson hash seed, so one -seed gives one run (see fuzz-qmp.c). */
@@ -139,12 +151,22 @@ static void fuzz_timestamp(const uint8_t *p, size_t n)
     free(s);
 }
 
+static void fuzz_ca_bundle(const uint8_t *p, size_t n)
+{
+    const char *why = NULL;
+    int r = trust_check_bundle((const char *)p, n, &why);
+
+    assert(r == 0 || r == -EBADMSG || r == -E2BIG || r == -ENOMEM);
+    assert(r == 0 || r == -ENOMEM || why);
+    assert(r != 0 || memmem(p, n, "-----BEGIN CERTIFICATE-----", 27));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) {
         return 0;
     }
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
     case 0:
         fuzz_start_json(data + 1, size - 1);
         break;
@@ -157,8 +179,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 3:
         fuzz_user_paths(data + 1, size - 1);
         break;
-    default:
+    case 4:
         fuzz_timestamp(data + 1, size - 1);
+        break;
+    default:
+        fuzz_ca_bundle(data + 1, size - 1);
         break;
     }
     return 0;

@@ -33,6 +33,7 @@
 #include "agent/auth.h"
 #include "agent/limits.h"
 #include "agent/reply.h"
+#include "agent/trust.h"
 #include "agent/user.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
@@ -212,7 +213,8 @@ void state_http_init(struct agent *a, struct evhttp_request *req)
     struct evbuffer *body = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(body);
     const char *token = NULL, *user = NULL, *workdir = NULL, *ts = NULL;
-    json_t *msg = NULL, *envs = NULL;
+    json_t *msg = NULL, *envs = NULL, *ca = NULL;
+    const char *ca_why = NULL;
     struct timespec when;
     char *clean = NULL;
     json_error_t err;
@@ -242,6 +244,20 @@ void state_http_init(struct agent *a, struct evhttp_request *req)
                 json_util_get_string(msg, "timestamp", NULL, &ts) == -EINVAL ||
                 json_util_get_object(msg, "envVars", NULL, &envs) == -EINVAL)) {
         reply_error(req, 400, "invalid /init field types");
+        goto out;
+    }
+    /* The egress CA (trust.h): checked in full before anything is applied. */
+    ca = msg ? json_object_get(msg, "caBundle") : NULL;
+    if (ca && !json_is_string(ca)) {
+        reply_error(req, 400, "caBundle must be a string");
+        goto out;
+    }
+    if (ca && trust_check_bundle(json_string_value(ca), json_string_length(ca), &ca_why) < 0) {
+        reply_error(req, 400, "%s", ca_why);
+        goto out;
+    }
+    if (ca && !a->trust_root) {
+        reply_error(req, 400, "caBundle needs a trust store (the guest's, or --trust-root)");
         goto out;
     }
     if (envs) {
@@ -281,12 +297,25 @@ void state_http_init(struct agent *a, struct evhttp_request *req)
         goto out;
     }
 
-    /* Everything is valid: apply. */
+    /* Everything is valid: apply. The trust store first: it is the one step that can fail. */
+    if (ca) {
+        int r = trust_install(a->trust_root, json_string_value(ca), json_string_length(ca));
+        if (r < 0) {
+            log_error_errno(r, "cannot install the caBundle: %m");
+            reply_error(req, 500, "cannot install the caBundle: %s", strerror(-r));
+            goto out;
+        }
+    }
     if (envs) {
         json_object_foreach (envs, k, v) {
             json_object_set(a->env, k, v);
         }
         write_e2b_files(a);
+    }
+    /* After envVars, so that the user's own values for these names win. */
+    if (ca && trust_env_defaults(a->trust_root, a->env) < 0) {
+        reply_error(req, 500, "out of memory");
+        goto out;
     }
     if (token && set_string(&a->access_token, *token ? token : NULL) < 0) {
         reply_error(req, 500, "out of memory");

@@ -23,6 +23,7 @@ AGENT_BUILD = os.path.abspath(os.environ.get("SPACE_AGENT_BUILD_DIR", BUILD))
 SPACE = os.path.join(BUILD, "src/cli/space")
 NODE = os.path.join(BUILD, "src/node/space-node")
 API = os.path.join(BUILD, "src/api/space-api")
+GW = os.path.join(BUILD, "src/gw/space-gw")
 AGENT = os.path.join(AGENT_BUILD, "src/agent/space-agent")
 DATA_ROOT = os.environ.get("SPACE_TEST_DATA_ROOT", "/var/lib/space")
 
@@ -69,7 +70,7 @@ class Node:
         self.data = tempfile.mkdtemp(prefix=f"test-{name}-", dir=DATA_ROOT)
         self.socket = f"/run/space/{os.path.basename(self.data)}.sock"
         self.log_path = os.path.join(self.data, "node.log")
-        self.extra_args = list(extra_args)
+        self.extra_args = no_gw_unless_asked(extra_args)
         self.proc = None
         self.env = dict(os.environ, SPACE_DATA_DIR=self.data, SPACE_SOCKET=self.socket,
                         SPACE_PIDFILE=os.path.join(self.data, "node.pid"), SPACE_AGENT=AGENT,
@@ -361,3 +362,169 @@ def e2b(plat, method, path, key=None, **kw):
     import requests
     headers = {"X-API-Key": key if key is not None else plat.key}
     return requests.request(method, plat.url + path, headers=headers, timeout=300, **kw)
+
+
+# ---- egress: space-gw in the simulated internet's uplink namespace (tests/lib/internet.py) ----
+
+_node_help = None
+
+
+def node_has_option(opt):
+    """Whether this build's space-node knows opt (egress options land branch by branch)."""
+    global _node_help
+    if _node_help is None:
+        try:
+            res = subprocess.run([NODE, "--help"], capture_output=True, text=True, timeout=30)
+            _node_help = res.stdout + res.stderr
+        except OSError:
+            _node_help = ""
+    return opt in _node_help
+
+
+def no_gw_unless_asked(args):
+    """A node that was not given --gw-socket gets --no-gw: no egress, no dialling a gateway
+    that is not there (once space-node has the option)."""
+    args = list(args)
+    if "--gw-socket" not in args and "--no-gw" not in args and node_has_option("--no-gw"):
+        args.append("--no-gw")
+    return args
+
+
+_gw_counter = iter(range(1 << 30))
+
+
+class Gateway:
+    """A real space-gw run inside internet's uplink namespace (`ip netns exec`), so what it
+    dials upstream reaches only the simulated internet. Its control socket is in /run/space
+    (a Unix socket crosses namespaces); its data dir (the egress CA) is data_dir."""
+
+    def __init__(self, internet, data_dir, extra_args=(), socket=None):
+        self.internet = internet
+        self.data = data_dir
+        self.socket = socket or f"/run/space/test-gw-{os.getpid()}-{next(_gw_counter)}.sock"
+        self.log_path = data_dir + ".log"
+        self.extra_args = list(extra_args)
+        self.proc = None
+
+    def args(self):
+        net = self.internet
+        return ["ip", "netns", "exec", net.uplink, GW, "--control-socket", self.socket,
+                "--data-dir", self.data, "--upstream-dns", net.upstream_dns,
+                "--upstream-ca", net.upstream_ca, "--egress-test-net", net.test_net,
+                *self.extra_args]
+
+    def start(self, timeout=60):
+        if not os.path.exists(GW):
+            raise AssertionError(f"{GW} is not built (the gateway lands with issue 9)")
+        os.makedirs("/run/space", exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.args(), stdout=log, stderr=log,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"space-gw exited ({self.proc.returncode}): {self.log()}")
+            if "space-gw: ready" in self.log() and os.path.exists(self.socket):
+                return self
+            time.sleep(0.05)
+        raise AssertionError(f"space-gw did not start: {self.log()}")
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()[-8000:]
+        except OSError:
+            return ""
+
+    def ca_pem(self):
+        with open(os.path.join(self.data, "ca.crt")) as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            self.proc = None
+
+    def destroy(self):
+        self.stop()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.log_path)
+
+
+class EgressPlatform(Platform):
+    """A Platform whose node sandboxes reach the simulated internet through a real space-gw:
+    space-gw in internet.uplink (--upstream-dns/--upstream-ca/--egress-test-net from the
+    internet), the node with --gw-socket. gw_args go to space-gw."""
+
+    def __init__(self, internet, name="egress", gw_args=(), node_args=(), **kw):
+        gw_socket = f"/run/space/test-gw-{os.getpid()}-{next(_gw_counter)}.sock"
+        super().__init__(name, node_args=["--gw-socket", gw_socket, *node_args], **kw)
+        self.gw = Gateway(internet, os.path.join(self.data, "gw"), extra_args=gw_args,
+                          socket=gw_socket)
+        self.internet = internet
+
+    def start(self):
+        self.gw.start()
+        return super().start()
+
+    def destroy(self):
+        try:
+            super().destroy()
+        finally:
+            self.gw.destroy()
+
+    # -- the native API, as a user of egress calls it (CONTRACTS.md) --
+
+    def create_sandbox(self, network=None, timeout=600, **kw):
+        """POST /v1/sandboxes with the policy, waits until it runs; returns its id."""
+        body = dict(template="base", **kw)
+        if network is not None:
+            body["network"] = network
+        status, res = self.admin("POST", "/v1/sandboxes", body)
+        assert status == 202, (status, res)
+        op, sid = res["operation_id"], res["sandbox"]["id"]
+        status, res = self.admin("POST", f"/v1/operations/{op}/wait?timeout_s={timeout}",
+                                 timeout=timeout + 30)
+        assert status == 200 and res["state"] == "succeeded", (status, res, self.node.log())
+        return sid
+
+    def exec(self, sid, cmd, *args, user="root", timeout_ms=300000, env=None):
+        import base64
+        body = dict(cmd=cmd, args=list(args), user=user, timeout_ms=timeout_ms)
+        if env:
+            body["env"] = env
+        status, res = self.admin("POST", f"/v1/sandboxes/{sid}/exec", body,
+                                 timeout=timeout_ms / 1000 + 60)
+        assert status == 200, (status, res)
+        res["stdout"] = base64.b64decode(res["stdout_b64"]).decode(errors="replace")
+        res["stderr"] = base64.b64decode(res["stderr_b64"]).decode(errors="replace")
+        return res
+
+    def set_network(self, sid, policy):
+        status, res = self.admin("PUT", f"/v1/sandboxes/{sid}/network", policy)
+        assert status == 200, (status, res)
+        return res
+
+    def egress(self, sid, **query):
+        """Every audit record of sid (GET /v1/sandboxes/{id}/egress, all pages)."""
+        from urllib.parse import urlencode
+        out, cursor = [], None
+        while True:
+            q = dict(query, limit=1000)
+            if cursor:
+                q["after"] = cursor
+            status, res = self.admin("GET", f"/v1/sandboxes/{sid}/egress?{urlencode(q)}")
+            assert status == 200, (status, res)
+            out += res["records"]
+            cursor = res.get("next")
+            if not cursor or not res["records"]:
+                return out
