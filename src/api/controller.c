@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/egress-audit.h"
 #include "api/node-client.h"
 #include "api/operation.h"
 #include "api/route-cache.h"
@@ -77,10 +78,18 @@ static void run_kill(struct op_job *j)
     j->r = node_client_kill(j->node_socket, j->op.sandbox_id, &j->status, &j->error);
 }
 
+/* The policy the row holds now, not the one of the request that queued it (operation.c). */
+static void run_network(struct op_job *j)
+{
+    j->r = node_client_set_network(j->node_socket, j->sb.id, j->sb.network_json, &j->status,
+                                   &j->error);
+}
+
 /* The implemented kinds (operation.h); a kind without a runner ends with 501. */
 static const op_run_fn op_runners[_OPERATION_KIND_MAX] = {
     [OPERATION_KIND_CREATE] = run_create,
     [OPERATION_KIND_KILL] = run_kill,
+    [OPERATION_KIND_NETWORK] = run_network,
 };
 
 static int64_t now_us(void)
@@ -533,6 +542,13 @@ static int op_start(struct manager *m, struct store_operation *op)
             r = -EBUSY;
             goto fail;
         }
+        /* A kind that changes no state still needs a sandbox it may run on: a policy for
+         * one whose create failed has nobody to go to. */
+        if (info->transitional < 0 && kind != OPERATION_KIND_KILL &&
+            !(info->from & SANDBOX_STATE_BIT(j->from))) {
+            r = j->from == SANDBOX_KILLED ? -ENOENT : -EBUSY;
+            goto fail;
+        }
         /* Entering the kind's transitional state (create's row starts in it). */
         if (info->transitional >= 0 && info->transitional != j->from) {
             r = set_sandbox_state(m, kind, j->sb.id, j->from, info->transitional, j->sb.error,
@@ -645,8 +661,9 @@ void controller_kick(struct manager *m)
     }
 }
 
-int controller_request(struct manager *m, enum operation_kind kind, const char *sandbox_id,
-                       char ret_op_id[33], enum sandbox_state *ret_state)
+/* controller_request(), plus a new egress policy written in its transaction (NETWORK). */
+static int request(struct manager *m, enum operation_kind kind, const char *sandbox_id,
+                   const char *network_json, char ret_op_id[33], enum sandbox_state *ret_state)
 {
     const struct operation_kind_info *info = operation_kind_info(kind);
     struct store_sandbox sb = { 0 };
@@ -690,6 +707,9 @@ int controller_request(struct manager *m, enum operation_kind kind, const char *
     if (r >= 0 && kind == OPERATION_KIND_KILL) {
         r = store_sandbox_set_desired_state(m->store, sandbox_id, SANDBOX_STATE_KILLED, now_us());
     }
+    if (r >= 0 && kind == OPERATION_KIND_NETWORK) {
+        r = store_sandbox_set_network(m->store, sandbox_id, network_json, now_us());
+    }
     if (r >= 0) {
         r = controller_add_operation(m, kind, sandbox_id, ret_op_id);
     }
@@ -710,9 +730,27 @@ out:
     return r;
 }
 
+int controller_request(struct manager *m, enum operation_kind kind, const char *sandbox_id,
+                       char ret_op_id[33], enum sandbox_state *ret_state)
+{
+    if (kind == OPERATION_KIND_NETWORK) {
+        return -EINVAL; /* needs its policy: controller_request_network() */
+    }
+    return request(m, kind, sandbox_id, NULL, ret_op_id, ret_state);
+}
+
 int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_op_id[33])
 {
     return controller_request(m, OPERATION_KIND_KILL, sandbox_id, ret_op_id, NULL);
+}
+
+int controller_request_network(struct manager *m, const char *sandbox_id, const char *network_json,
+                               char ret_op_id[33], enum sandbox_state *ret_state)
+{
+    if (!network_json) {
+        return -EINVAL;
+    }
+    return request(m, OPERATION_KIND_NETWORK, sandbox_id, network_json, ret_op_id, ret_state);
 }
 
 void controller_wait(struct manager *m, const char *op_id, struct evhttp_request *req,
@@ -910,6 +948,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
     poll_waiters(m);
     enforce_timeouts(m);
     controller_kick(m);
+    egress_audit_tick(m);
     if (now_monotonic() - m->last_node_sync >= NODE_SYNC_USEC) {
         struct sync_job *j = calloc(1, sizeof(*j));
         m->last_node_sync = now_monotonic();
@@ -970,4 +1009,5 @@ void controller_stop(struct manager *m)
     free(m->inflight);
     m->inflight = NULL;
     m->n_inflight = 0;
+    egress_audit_free(m);
 }

@@ -55,6 +55,13 @@ void controller_kick(struct manager *m);
  */
 int controller_request(struct manager *m, enum operation_kind kind, const char *sandbox_id,
                        char ret_op_id[33], enum sandbox_state *ret_state);
+/*
+ * controller_request(OPERATION_KIND_NETWORK) with the new egress policy (egress.h text),
+ * written to the sandbox row in the same transaction as the operation (store first: see
+ * operation.c's row).
+ */
+int controller_request_network(struct manager *m, const char *sandbox_id, const char *network_json,
+                               char ret_op_id[33], enum sandbox_state *ret_state);
 /* controller_request(OPERATION_KIND_KILL). */
 int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_op_id[33]);
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "api/controller.h"
+#include "api/egress.h"
 #include "api/lifecycle.h"
 #include "api/routes.h"
 #include "api/sandbox.h"
@@ -84,8 +85,8 @@ static bool check_create_fields(struct evhttp_request *req, json_t *body)
     if (!get_bool(req, body, "secure", &b) || !get_bool(req, body, "allow_internet_access", &b)) {
         return false;
     }
-    /* allow_internet_access: false is what every sandbox has today (no egress at all); true,
-     * Python's default, is accepted so default creates work, and getInfo reports false. */
+    /* allow_internet_access and network's egress fields: e2b_sandbox_create() parses them
+     * into the policy (egress.h). */
     if (!get_bool(req, body, "autoPause", &pause)) {
         return false;
     }
@@ -154,12 +155,13 @@ static bool check_create_fields(struct evhttp_request *req, json_t *body)
     if (!routes_check_fields(req, network, "'network'", NETWORK_FIELDS)) {
         return false;
     }
-    static const char *const egress[] = { "allowOut", "denyOut",         "egressProxy",
-                                          "rules",    "maskRequestHost", "httpsPorts" };
-    for (size_t i = 0; i < ARRAY_SIZE(egress); i++) {
-        if (!is_empty(json_object_get(network, egress[i]))) {
+    /* Ingress settings space does not have (allowOut, denyOut, egressProxy and rules are the
+     * egress policy's: policy_parse_e2b() takes or refuses them). */
+    static const char *const ingress[] = { "maskRequestHost", "httpsPorts" };
+    for (size_t i = 0; i < ARRAY_SIZE(ingress); i++) {
+        if (!is_empty(json_object_get(network, ingress[i]))) {
             char what[96];
-            snprintf(what, sizeof(what), "egress network policy (network.%s)", egress[i]);
+            snprintf(what, sizeof(what), "the ingress setting network.%s", ingress[i]);
             reply_not_implemented(req, what);
             return false;
         }
@@ -203,9 +205,23 @@ static void create_finished(struct manager *m, struct evhttp_request *req,
     store_sandbox_release(&sb);
 }
 
+/* A 400 naming the bad entry, or 501 for egressProxy/rules (e2b-compat.md 11). */
+static void reply_policy_error(struct evhttp_request *req, int r, const struct policy_error *e)
+{
+    if (r == -EOPNOTSUPP) {
+        http_util_reply_error(req, 501, "%s (egress network policy)", e->message);
+    } else if (r == -EINVAL) {
+        http_util_reply_error(req, 400, "invalid network policy: %s", e->message);
+    } else {
+        http_util_reply_error(req, 500, "cannot parse the network policy: %s", strerror(-r));
+    }
+}
+
 void e2b_sandbox_create(struct request_ctx *c)
 {
     char id[SANDBOX_ID_LEN + 1], op[33];
+    struct policy_error perr = { { 0 } };
+    char *network = NULL;
     json_t *body, *t;
     const char *bad;
     int64_t timeout = c->m->default_timeout_s;
@@ -216,6 +232,14 @@ void e2b_sandbox_create(struct request_ctx *c)
         return;
     }
     if (!check_create_fields(c->req, body)) {
+        goto out;
+    }
+    /* allow_internet_access absent = true, as in the SDKs; the ingress keys of network are
+     * check_create_fields()' and are skipped here. */
+    r = egress_from_e2b(json_object_get(body, "network"),
+                        json_object_get(body, "allow_internet_access"), false, &network, &perr);
+    if (r < 0) {
+        reply_policy_error(c->req, r, &perr);
         goto out;
     }
     const char *template_id = json_string_value(json_object_get(body, "templateID"));
@@ -247,6 +271,7 @@ void e2b_sandbox_create(struct request_ctx *c)
         .metadata = json_object_get(body, "metadata"),
         .env = json_object_get(body, "envVars"),
         .private_traffic = wants_private_traffic(body),
+        .network_json = network,
     };
     r = lifecycle_create(c->m, &p, id, op);
     if (r == -EAGAIN) {
@@ -262,6 +287,7 @@ void e2b_sandbox_create(struct request_ctx *c)
     }
     controller_wait(c->m, op, c->req, CREATE_WAIT, create_finished, NULL);
 out:
+    free(network);
     json_decref(body);
 }
 
@@ -274,17 +300,57 @@ void e2b_sandbox_get(struct request_ctx *c)
         return;
     }
     json_t *detail = sandbox_to_e2b_detail(&sb, c->m->domain);
-    /* The truth, whatever the create asked: no sandbox has outbound network yet (§11). */
-    if (detail && !json_object_get(detail, "allowInternetAccess")) {
-        json_object_set_new(detail, "allowInternetAccess", json_false());
-    }
-    /* What the SDK's getInfo() reads back as network.allowPublicTraffic. */
-    if (detail && !json_object_get(detail, "network")) {
-        json_object_set_new(detail, "network",
-                            json_pack("{s:b}", "allowPublicTraffic", !sb.private_traffic));
+    /* The egress policy as it was given (E2B echoes allowOut/denyOut and
+     * allow_internet_access back unchanged), plus what the SDK's getInfo() reads back as
+     * network.allowPublicTraffic. */
+    json_t *network = egress_e2b_network(sb.network_json);
+    if (detail && network) {
+        json_object_set_new(network, "allowPublicTraffic", json_boolean(!sb.private_traffic));
+        json_object_set_new(detail, "network", network);
+        json_object_set_new(detail, "allowInternetAccess",
+                            egress_e2b_allow_internet(sb.network_json));
+    } else {
+        json_decref(network);
     }
     http_util_reply_json(c->req, 200, detail);
     store_sandbox_release(&sb);
+}
+
+/*
+ * Sandbox.updateNetwork(): the body replaces the whole egress configuration ("fields that
+ * are omitted are cleared"), live. 204 once the node has it (e2b-compat.md: 204, 404).
+ */
+void e2b_sandbox_network(struct request_ctx *c)
+{
+    struct store_sandbox sb = { 0 };
+    struct policy_error perr = { { 0 } };
+    enum sandbox_state state = _SANDBOX_STATE_INVALID;
+    char *network = NULL, op[33];
+    json_t *body;
+    int r = lifecycle_get_live(c->m, c->id, &sb);
+
+    if (r < 0) {
+        reply_errno(c->req, r, "update the network of", c->id);
+        return;
+    }
+    store_sandbox_release(&sb);
+    body = http_util_body_json(c->req);
+    if (!body) {
+        return;
+    }
+    r = egress_from_e2b(body, NULL, true, &network, &perr);
+    json_decref(body);
+    if (r < 0) {
+        reply_policy_error(c->req, r, &perr);
+        return;
+    }
+    r = lifecycle_set_network(c->m, c->id, network, op, &state);
+    free(network);
+    if (r < 0) {
+        lifecycle_reply_request_error(c->req, r, c->id, OPERATION_KIND_NETWORK, state);
+        return;
+    }
+    http_network_wait(c, op, true);
 }
 
 static void kill_finished(struct manager *m, struct evhttp_request *req,

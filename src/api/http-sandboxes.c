@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/controller.h"
+#include "api/egress.h"
 #include "api/lifecycle.h"
 #include "api/node-client.h"
 #include "api/routes.h"
@@ -84,6 +85,8 @@ void http_sandbox_create(struct request_ctx *c)
         .template_id = "base", .vcpus = 1, .memory_mb = 512, .disk_mb = 2048
     };
     json_t *body = http_util_body_json(c->req), *t;
+    struct policy_error perr = { { 0 } };
+    char *network = NULL;
     const char *bad;
     int r;
 
@@ -91,9 +94,17 @@ void http_sandbox_create(struct request_ctx *c)
         return;
     }
     if (!routes_check_fields(c->req, body, "the create request",
-                             "template vcpus memory_mb disk_mb timeout_s metadata env")) {
+                             "template vcpus memory_mb disk_mb timeout_s metadata env network")) {
         goto out;
     }
+    /* Absent: deny everything (the native default), stored explicitly all the same. */
+    r = egress_from_native(json_object_get(body, "network"), &network, &perr);
+    if (r < 0) {
+        http_util_reply_error(c->req, routes_status_from_errno(r), "invalid 'network': %s",
+                              r == -ENOMEM ? strerror(ENOMEM) : perr.message);
+        goto out;
+    }
+    p.network_json = network;
     t = json_object_get(body, "template");
     if (t && (!json_is_string(t) || !template_name_is_valid(json_string_value(t)))) {
         http_util_reply_error(c->req, 400, "invalid 'template'");
@@ -138,6 +149,7 @@ void http_sandbox_create(struct request_ctx *c)
         http_util_reply_json(c->req, 202, res);
     }
 out:
+    free(network);
     json_decref(body);
 }
 

@@ -78,6 +78,7 @@
 #include "basic/fd-util.h"
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "basic/rlimit-util.h"
 #include "basic/strbuf.h"
 #include "basic/time-util.h"
 #include "shared/envd.h"
@@ -1460,25 +1461,28 @@ int ingress_new_tls(struct event_base *base, const char *listen_ip, uint16_t por
         SSL_CTX_set_tlsext_servername_callback(tls, servername_cb);
         SSL_CTX_set_tlsext_servername_arg(tls, ig);
     }
-    (void)listener_raise_nofile();
+    /*
+     * Descriptors: space-api's public API has API_FD_SHARE (25%) of those
+     * above the reserve (api.c); the plain ingress 60% and the TLS one 15%
+     * (a TLS connection costs 2 fds, never a relay's pipes), so all three
+     * loaded at once still leave the reserve to the store and the node
+     * clients: ingress load never fails a create or an exec for EMFILE.
+     */
+    int64_t nofile = (int64_t)listener_raise_nofile();
     struct listener_limits limits = {
-        .fds_per_conn = INGRESS_FDS_PER_CONN,
-        .max_per_peer = listener_conns_from_rlimit(INGRESS_FDS_PER_CONN) / 2,
+        .max_conns = rlimit_conn_cap(nofile, LISTENER_FD_RESERVE, tls ? 15 : 60,
+                                     tls ? 2 : INGRESS_FDS_PER_CONN, 16),
     };
-    if (tls) {
-        /*
-         * The TLS ingress runs beside the plain one in the same process: a
-         * quarter of the plain cap (a TLS connection costs 2 fds, never a
-         * relay's pipes), so both together stay near the descriptor budget.
-         */
-        limits.max_conns = MAX(listener_conns_from_rlimit(INGRESS_FDS_PER_CONN) / 4, 16u);
-        limits.max_per_peer = MAX(limits.max_conns / 2, 1u);
-    }
+    limits.max_per_peer = MAX(limits.max_conns / 2, 1u);
     r = listener_new_tcp(base, listen_ip, port, &limits, accept_cb, ig, &ig->listener);
     if (r < 0) {
         goto fail;
     }
     ig->port = listener_port(ig->listener);
+    /* tests/ingress/test_load.py reads the caps here. */
+    log_info("ingress%s on %s:%u: at most %u connections, %u per sandbox, %u per client address",
+             tls ? " (tls)" : "", listen_ip, (unsigned)ig->port, listener_max_conns(ig->listener),
+             max_per_sandbox(ig), limits.max_per_peer);
     *ret = ig;
     return 0;
 fail:

@@ -96,6 +96,7 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
         .updated_at = now,
         .end_at = p->timeout_s > 0 ? now + p->timeout_s * (int64_t)USEC_PER_SEC : 0,
         .private_traffic = p->private_traffic,
+        .network_json = (char *)p->network_json,
     };
     r = store_begin(m->store);
     if (r < 0) {
@@ -151,6 +152,12 @@ int lifecycle_set_timeout(struct manager *m, const char *id, int64_t timeout_s, 
     }
     store_sandbox_release(&sb);
     return r;
+}
+
+int lifecycle_set_network(struct manager *m, const char *id, const char *network_json,
+                          char ret_op[33], enum sandbox_state *ret_state)
+{
+    return controller_request_network(m, id, network_json, ret_op, ret_state);
 }
 
 int lifecycle_create_failed_status(const struct store_operation *op)

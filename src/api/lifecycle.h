@@ -16,11 +16,12 @@
 struct lifecycle_create_params {
     const char *template_id;
     int64_t vcpus, memory_mb, disk_mb;
-    int64_t timeout_s;    /* 0: no end time */
-    json_t *metadata;     /* object of strings, borrowed; may be NULL */
-    json_t *env;          /* object of strings, borrowed; may be NULL */
-    bool private_traffic; /* user ports demand the traffic access token (E2B
-                             network.allowPublicTraffic: false) */
+    int64_t timeout_s;        /* 0: no end time */
+    json_t *metadata;         /* object of strings, borrowed; may be NULL */
+    json_t *env;              /* object of strings, borrowed; may be NULL */
+    bool private_traffic;     /* user ports demand the traffic access token (E2B
+                                 network.allowPublicTraffic: false) */
+    const char *network_json; /* egress policy as egress.h stores it; NULL = deny all */
 };
 
 /* Checks an object of string values (metadata, envVars); a message for 400 otherwise. */
@@ -34,6 +35,13 @@ int lifecycle_get_live(struct manager *m, const char *id, struct store_sandbox *
 /* The HTTP status for a failed create operation: the node's 404 (unknown template) and
  * 504 (guest never ready) pass through; anything else is 500. */
 int lifecycle_create_failed_status(const struct store_operation *op);
+/*
+ * Replaces the egress policy of a live sandbox: stores network_json (egress.h) and queues a
+ * sandbox.network operation that hands it to the node, in one transaction (see
+ * controller_request_network()). ret_op (33 bytes) as controller_request().
+ */
+int lifecycle_set_network(struct manager *m, const char *id, const char *network_json,
+                          char ret_op[33], enum sandbox_state *ret_state);
 /* Sets end_at = now + timeout_s (extend_only: never earlier than it is). */
 int lifecycle_set_timeout(struct manager *m, const char *id, int64_t timeout_s, bool extend_only);
 

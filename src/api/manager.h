@@ -12,6 +12,7 @@
 #include "api/store.h"
 #include "basic/time-util.h"
 
+struct egress_audit;
 struct ingress;
 struct route_cache;
 struct waiter;
@@ -52,6 +53,7 @@ struct manager {
     size_t n_inflight;
     char owner_id[33]; /* this process's lease owner id: random per start */
     usec_t last_node_sync;
+    struct egress_audit *egress_audit; /* the audit puller's cursor (egress-audit.c) */
     bool stopping;
 };
 

@@ -1,6 +1,8 @@
 /* JSON calls to space-node; see node-client.h. */
 #include "api/node-client.h"
 
+#include "api/egress.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,6 +53,8 @@ int node_client_create(const char *node_socket, const struct store_sandbox *sb,
     if (init) {
         json_object_set_new(body, "init", init);
     }
+    /* The policy the node attaches the instance with (absent would mean deny all too). */
+    json_object_set_new(body, "network", egress_native(sb->network_json));
     /* 409: the node is still creating this id (we are re-running the operation after a
      * restart of space-api); wait for that create to finish instead of failing. */
     /* A cold boot under TCG with several creates in parallel can take a while. */
@@ -79,6 +83,35 @@ int node_client_create(const char *node_socket, const struct store_sandbox *sb,
     }
 out:
     json_decref(body);
+    json_decref(res);
+    return r;
+}
+
+int node_client_set_network(const char *node_socket, const char *id, const char *network_json,
+                            int *ret_status, char **ret_error)
+{
+    char path[128];
+    json_t *body = egress_native(network_json), *res = NULL;
+    int status = 0;
+    int r;
+
+    *ret_error = NULL;
+    if (!body) {
+        return -ENOMEM;
+    }
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/network", id);
+    r = node_client_call(node_socket, "PUT", path, body, NODE_CLIENT_TIMEOUT, &status, &res);
+    json_decref(body);
+    if (r < 0) {
+        *ret_status = 502;
+        *ret_error = strdup(strerror(-r));
+        return r;
+    }
+    *ret_status = status;
+    if (status != 200 && status != 204) {
+        *ret_error = error_message(res, status);
+        r = -EIO;
+    }
     json_decref(res);
     return r;
 }

@@ -14,6 +14,10 @@
 int node_client_create(const char *node_socket, const struct store_sandbox *sb,
                        const char *init_json, int *ret_status, char **ret_error,
                        json_t **ret_timings);
+/* Hands the node sandbox id's egress policy (network_json as egress.h stores it; NULL = deny
+ * all): PUT /v1/sandboxes/{id}/network with the canonical native form. */
+int node_client_set_network(const char *node_socket, const char *id, const char *network_json,
+                            int *ret_status, char **ret_error);
 /* Kills it; a sandbox the node does not know counts as killed. */
 int node_client_kill(const char *node_socket, const char *id, int *ret_status, char **ret_error);
 /* The node's sandboxes: *ret is a JSON array of node sandbox objects. */

@@ -72,6 +72,21 @@ static const struct operation_kind_info kind_table[_OPERATION_KIND_MAX] = {
         .transitional = NONE, .on_success = NONE, .on_failure = NONE,
         .busy = OPERATION_BUSY_CONFLICT,
     },
+    /*
+     * A live replace of the egress policy (PUT .../network). Store first: the request writes
+     * the new policy to the sandbox row and records this operation in one transaction, and
+     * the runner sends the node whatever policy the row holds when it runs. So a crash
+     * anywhere re-sends it (the operation is re-run, the node's PUT is idempotent), and
+     * several replaces queued one after another end with the newest. Queued, not refused:
+     * behind a create it runs when the create ends (the create already sent the policy it
+     * read), behind another replace it runs after it. No state of its own.
+     */
+    [OPERATION_KIND_NETWORK] = {
+        .name = "sandbox.network", .implemented = true,
+        .from = BIT(SANDBOX_CREATING) | BIT(SANDBOX_RUNNING),
+        .transitional = NONE, .on_success = NONE, .on_failure = NONE,
+        .busy = OPERATION_BUSY_QUEUE,
+    },
 };
 
 const char *sandbox_state_to_string(enum sandbox_state s)

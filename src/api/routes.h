@@ -54,6 +54,16 @@ void http_template_build(struct request_ctx *c);
 void http_keys_create(struct request_ctx *c);
 void http_keys_list(struct request_ctx *c);
 void http_keys_delete(struct request_ctx *c);
+/* Egress (http-egress.c). */
+void http_sandbox_network(struct request_ctx *c);
+void http_sandbox_egress(struct request_ctx *c);
+/*
+ * Answers a policy replace once its sandbox.network operation op (may be "": queued behind
+ * the create, which sends the stored policy itself) has run: native 200 {"network"}, E2B
+ * 204; 400 when the node refused the policy, 502 when it could not be reached, 504 when it
+ * took too long (the stored policy stays the one the node is given, on the next attempt).
+ */
+void http_network_wait(struct request_ctx *c, const char *op, bool e2b);
 
 /* E2B-compatible (e2b-sandboxes.c). */
 void e2b_sandbox_create(struct request_ctx *c);
@@ -67,4 +77,5 @@ void e2b_sandbox_connect(struct request_ctx *c);
 void e2b_sandbox_resume(struct request_ctx *c);
 void e2b_sandbox_metrics(struct request_ctx *c);
 void e2b_sandbox_logs(struct request_ctx *c);
+void e2b_sandbox_network(struct request_ctx *c);
 void e2b_not_implemented(struct request_ctx *c);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/egress.h"
 #include "api/traffic-token.h"
 #include "basic/macro.h"
 
@@ -133,6 +134,9 @@ json_t *sandbox_to_json(const struct store_sandbox *sb)
                           json_from_text(sb->metadata_json), "error", sb->error);
     if (j && sb->envd_access_token) {
         json_object_set_new(j, "envd_access_token", json_string(sb->envd_access_token));
+    }
+    if (j) {
+        json_object_set_new(j, "network", egress_native(sb->network_json));
     }
     return j;
 }

@@ -72,7 +72,7 @@
 #define SANDBOX_COLUMNS                                                                            \
     "id, template_id, alias, client_id, state, desired_state, node_id, metadata, env, "            \
     "envd_access_token_sealed, error, vcpus, memory_mb, disk_mb, created_at, updated_at, end_at, " \
-    "private_traffic"
+    "private_traffic, network"
 /* The same columns one by one, for column-level updates: entry i is bit i of
  * enum store_sandbox_field and parameter i + 2 of the whole-row statements. */
 static const char *const sandbox_field_columns[] = {
@@ -93,6 +93,7 @@ static const char *const sandbox_field_columns[] = {
     "updated_at",
     "end_at",
     "private_traffic",
+    "network",
 };
 #define OPERATION_COLUMNS                                                                          \
     "id, kind, sandbox_id, state, error, result, created_at, updated_at, lease_owner, "            \
@@ -100,7 +101,7 @@ static const char *const sandbox_field_columns[] = {
 #define API_KEY_COLUMNS "id, name, prefix, hash, created_at, last_used_at"
 #define UNFINISHED "state IN ('pending', 'running')"
 
-#define STORE_SANDBOX_N_PARAMS 18
+#define STORE_SANDBOX_N_PARAMS 19
 #define STORE_OPERATION_N_PARAMS 11
 #define STORE_API_KEY_N_PARAMS 6
 
@@ -117,7 +118,7 @@ static const char sql_migration_record[] =
  * abort a PostgreSQL transaction. */
 static const char sql_sandbox_insert[] =
     "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
-    "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) "
+    "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) "
     "ON CONFLICT DO NOTHING";
 static const char sql_sandbox_get[] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1";
 static const char sql_sandbox_cursor[] = "SELECT created_at FROM sandboxes WHERE id = $1";
@@ -128,6 +129,8 @@ static const char sql_sandbox_set_desired_state[] =
     "UPDATE sandboxes SET desired_state = $2, updated_at = $3 WHERE id = $1";
 static const char sql_sandbox_set_end_at[] =
     "UPDATE sandboxes SET end_at = $2, updated_at = $3 WHERE id = $1";
+static const char sql_sandbox_set_network[] =
+    "UPDATE sandboxes SET network = $2, updated_at = $3 WHERE id = $1";
 
 static const char sql_operation_insert[] =
     "INSERT INTO operations (" OPERATION_COLUMNS ") VALUES "
@@ -305,6 +308,12 @@ static int sandbox_validate(const struct store_sandbox *sb, unsigned fields)
             return r;
         }
     }
+    if ((fields & STORE_SANDBOX_NETWORK) && sb->network_json) {
+        r = json_check(sb->network_json, JSON_SHAPE_OBJECT);
+        if (r < 0) {
+            return r;
+        }
+    }
     return 0;
 }
 
@@ -366,6 +375,7 @@ void store_sandbox_release(struct store_sandbox *sb)
     }
     free(sb->envd_access_token);
     free(sb->error);
+    free(sb->network_json);
     *sb = (struct store_sandbox){ 0 };
 }
 
@@ -445,6 +455,7 @@ static void sandbox_params(const struct store_sandbox *sb, const char *sealed_to
         STORE_PARAM_INT(sb->updated_at),
         STORE_PARAM_INT(sb->end_at),
         STORE_PARAM_INT(sb->private_traffic ? 1 : 0),
+        STORE_PARAM_TEXT(sb->network_json),
     };
     memcpy(ret, p, sizeof(p));
 }
@@ -545,6 +556,10 @@ static int sandbox_decode(const struct store_value *cols, size_t n_cols, void *i
     sb.updated_at = cols[15].integer;
     sb.end_at = cols[16].integer;
     sb.private_traffic = cols[17].integer != 0;
+    r = dup_text(&cols[18], &sb.network_json);
+    if (r < 0) {
+        goto fail;
+    }
     *(struct store_sandbox *)item = sb;
     return 0;
 fail:
@@ -1472,6 +1487,23 @@ int store_sandbox_set_end_at(struct store *s, const char *id, int64_t end_at, in
     return change_one(s, sql_sandbox_set_end_at, true, p, ARRAY_SIZE(p), -ENOENT);
 }
 
+int store_sandbox_set_network(struct store *s, const char *id, const char *network_json,
+                              int64_t updated_at)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id), STORE_PARAM_TEXT(network_json),
+                                     STORE_PARAM_INT(updated_at) };
+    int r;
+
+    if (!s || !text_ok(id, true) || !network_json) {
+        return -EINVAL;
+    }
+    r = json_check(network_json, JSON_SHAPE_OBJECT);
+    if (r < 0) {
+        return r;
+    }
+    return change_one(s, sql_sandbox_set_network, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
 int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *ret)
 {
     const struct store_param p[] = { STORE_PARAM_TEXT(id) };
@@ -1735,4 +1767,274 @@ int store_api_key_touch(struct store *s, const char *id, int64_t used_at)
         return -EINVAL;
     }
     return change_one(s, sql_api_key_touch, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+/* ---- the egress audit log ---- */
+
+#define EGRESS_COLUMNS "id, node_id, epoch, seq, sandbox_id, time_us, proto, verdict, record"
+#define EGRESS_N_COLUMNS 9
+/* Rows per INSERT statement: 9 parameters each, far below STORE_MAX_PARAMS. */
+#define EGRESS_INSERT_CHUNK 256
+
+static const char sql_egress_max_id[] = "SELECT COALESCE(MAX(id), 0) FROM egress_audit";
+static const char sql_egress_prune_before[] = "DELETE FROM egress_audit WHERE time_us < $1";
+/* The newest row past the keep newest: it and everything older of the sandbox go. */
+static const char sql_egress_keep_edge[] = "SELECT id FROM egress_audit WHERE sandbox_id = $1 "
+                                           "ORDER BY id DESC LIMIT 1 OFFSET $2";
+static const char sql_egress_prune_sandbox[] =
+    "DELETE FROM egress_audit WHERE sandbox_id = $1 AND id <= $2";
+
+void store_egress_record_release(struct store_egress_record *r)
+{
+    if (!r) {
+        return;
+    }
+    free(r->node_id);
+    free(r->epoch);
+    free(r->sandbox_id);
+    free(r->proto);
+    free(r->verdict);
+    free(r->record_json);
+    *r = (struct store_egress_record){ 0 };
+}
+
+void store_egress_audit_list_free(struct store_egress_record *list, size_t n)
+{
+    for (size_t i = 0; list && i < n; i++) {
+        store_egress_record_release(&list[i]);
+    }
+    free(list);
+}
+
+static int egress_validate(const struct store_egress_record *r)
+{
+    if (!text_ok(r->node_id, true) || !text_ok(r->epoch, true) || !text_ok(r->sandbox_id, false) ||
+        !text_ok(r->proto, false) || !text_ok(r->verdict, false) || !r->record_json) {
+        return -EINVAL;
+    }
+    return json_check(r->record_json, JSON_SHAPE_OBJECT);
+}
+
+static int egress_decode(const struct store_value *cols, size_t n_cols, void *item)
+{
+    struct store_egress_record e = { 0 };
+    int r;
+
+    if (n_cols != EGRESS_N_COLUMNS) {
+        return -EIO;
+    }
+    r = dup_text(&cols[1], &e.node_id);
+    if (r >= 0) {
+        r = dup_text(&cols[2], &e.epoch);
+    }
+    if (r >= 0) {
+        r = dup_text(&cols[4], &e.sandbox_id);
+    }
+    if (r >= 0) {
+        r = dup_text(&cols[6], &e.proto);
+    }
+    if (r >= 0) {
+        r = dup_text(&cols[7], &e.verdict);
+    }
+    if (r >= 0) {
+        r = dup_text(&cols[8], &e.record_json);
+    }
+    if (r < 0) {
+        store_egress_record_release(&e);
+        return r;
+    }
+    e.id = cols[0].integer;
+    e.seq = cols[3].integer;
+    e.time_us = cols[5].integer;
+    *(struct store_egress_record *)item = e;
+    return 0;
+}
+
+static void egress_release_item(void *item)
+{
+    store_egress_record_release(item);
+}
+
+static void store_rows_init_egress(struct store_rows *rows)
+{
+    *rows = (struct store_rows){
+        .size = sizeof(struct store_egress_record),
+        .decode = egress_decode,
+        .release = egress_release_item,
+    };
+}
+
+/* One multi-row INSERT of v[0..n), ids next_id, next_id + 1, ... */
+static int egress_insert_chunk(struct store *s, const struct store_egress_record *v, size_t n,
+                               int64_t next_id, uint64_t *ret_changes)
+{
+    struct store_param *p = calloc(n * EGRESS_N_COLUMNS, sizeof(*p));
+    struct strbuf sql = STRBUF_INIT;
+    size_t k = 0;
+    char *text = NULL;
+    int r;
+
+    if (!p) {
+        return -ENOMEM;
+    }
+    r = strbuf_appends(&sql, "INSERT INTO egress_audit (" EGRESS_COLUMNS ") VALUES ");
+    for (size_t i = 0; r >= 0 && i < n; i++) {
+        p[k++] = STORE_PARAM_INT(next_id + (int64_t)i);
+        p[k++] = STORE_PARAM_TEXT(v[i].node_id);
+        p[k++] = STORE_PARAM_TEXT(v[i].epoch);
+        p[k++] = STORE_PARAM_INT(v[i].seq);
+        p[k++] = STORE_PARAM_TEXT(v[i].sandbox_id);
+        p[k++] = STORE_PARAM_INT(v[i].time_us);
+        p[k++] = STORE_PARAM_TEXT(v[i].proto);
+        p[k++] = STORE_PARAM_TEXT(v[i].verdict);
+        p[k++] = STORE_PARAM_TEXT(v[i].record_json);
+        r = strbuf_appendf(&sql, "%s($%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu)",
+                           i > 0 ? ", " : "", k - 8, k - 7, k - 6, k - 5, k - 4, k - 3, k - 2,
+                           k - 1, k);
+    }
+    /* Only a duplicate source key is skipped: an id another writer took fails the batch. */
+    if (r >= 0) {
+        r = strbuf_appends(&sql, " ON CONFLICT (node_id, epoch, seq) DO NOTHING");
+    }
+    if (r >= 0) {
+        text = strbuf_detach(&sql, NULL);
+        r = text ? run(s, text, false, p, k, NULL, NULL, ret_changes) : -ENOMEM;
+    }
+    strbuf_release(&sql);
+    free(text);
+    free(p);
+    return r;
+}
+
+int store_egress_audit_insert(struct store *s, const struct store_egress_record *v, size_t n,
+                              size_t *ret_inserted)
+{
+    struct store_int64_row max = { 0 };
+    size_t inserted = 0;
+    int r;
+
+    if (!s || (!v && n > 0)) {
+        return -EINVAL;
+    }
+    if (s->in_transaction) {
+        return -EBUSY;
+    }
+    for (size_t i = 0; i < n; i++) {
+        r = egress_validate(&v[i]);
+        if (r < 0) {
+            return r;
+        }
+    }
+    if (n == 0) {
+        if (ret_inserted) {
+            *ret_inserted = 0;
+        }
+        return 0;
+    }
+    r = store_begin(s);
+    if (r < 0) {
+        return r;
+    }
+    r = run(s, sql_egress_max_id, true, NULL, 0, store_row_int64, &max, NULL);
+    for (size_t i = 0; r >= 0 && i < n; i += EGRESS_INSERT_CHUNK) {
+        uint64_t changes = 0;
+        size_t k = MIN(n - i, (size_t)EGRESS_INSERT_CHUNK);
+
+        r = egress_insert_chunk(s, v + i, k, max.value + 1 + (int64_t)i, &changes);
+        inserted += (size_t)changes;
+    }
+    if (r < 0) {
+        /* -EEXIST: another writer took these ids first. */
+        (void)store_rollback(s);
+        return r;
+    }
+    r = store_commit(s);
+    if (r >= 0 && ret_inserted) {
+        *ret_inserted = inserted;
+    }
+    return r;
+}
+
+int store_egress_audit_list(struct store *s, const struct store_egress_filter *f,
+                            struct store_egress_record **ret, size_t *ret_n)
+{
+    struct strbuf sql = STRBUF_INIT;
+    struct store_param p[5];
+    size_t n = 0;
+    void *items = NULL;
+    char *text = NULL;
+    int r;
+
+    if (!s || !f || !ret || !ret_n || !text_ok(f->sandbox_id, true) ||
+        !text_ok(f->verdict, false) || !text_ok(f->proto, false) || f->after_id < 0) {
+        return -EINVAL;
+    }
+    p[n++] = STORE_PARAM_TEXT(f->sandbox_id);
+    p[n++] = STORE_PARAM_INT(f->after_id);
+    r = strbuf_appends(&sql, "SELECT " EGRESS_COLUMNS
+                             " FROM egress_audit WHERE sandbox_id = $1 AND id > $2");
+    if (r >= 0 && f->verdict) {
+        p[n++] = STORE_PARAM_TEXT(f->verdict);
+        r = strbuf_appendf(&sql, " AND verdict = $%zu", n);
+    }
+    if (r >= 0 && f->proto) {
+        p[n++] = STORE_PARAM_TEXT(f->proto);
+        r = strbuf_appendf(&sql, " AND proto = $%zu", n);
+    }
+    if (r >= 0) {
+        r = strbuf_appends(&sql, " ORDER BY id");
+    }
+    if (r >= 0 && f->limit > 0) {
+        p[n++] = STORE_PARAM_INT((int64_t)MIN((uint64_t)f->limit, (uint64_t)INT64_MAX));
+        r = strbuf_appendf(&sql, " LIMIT $%zu", n);
+    }
+    if (r >= 0) {
+        text = strbuf_detach(&sql, NULL);
+        r = text ? get_all(s, text, false, p, n, store_rows_init_egress, &items, ret_n) : -ENOMEM;
+    }
+    if (r >= 0) {
+        *ret = items;
+    }
+    strbuf_release(&sql);
+    free(text);
+    return r;
+}
+
+int store_egress_audit_prune_before(struct store *s, int64_t before_us, uint64_t *ret_deleted)
+{
+    const struct store_param p[] = { STORE_PARAM_INT(before_us) };
+    uint64_t changes = 0;
+    int r;
+
+    if (!s) {
+        return -EINVAL;
+    }
+    r = run(s, sql_egress_prune_before, true, p, ARRAY_SIZE(p), NULL, NULL, &changes);
+    if (r >= 0 && ret_deleted) {
+        *ret_deleted = changes;
+    }
+    return r;
+}
+
+int store_egress_audit_prune_sandbox(struct store *s, const char *sandbox_id, uint64_t keep,
+                                     uint64_t *ret_deleted)
+{
+    struct store_int64_row edge = { 0 };
+    uint64_t changes = 0;
+    int r;
+
+    if (!s || !text_ok(sandbox_id, true) || keep == 0 || keep > INT64_MAX) {
+        return -EINVAL;
+    }
+    const struct store_param q[] = { STORE_PARAM_TEXT(sandbox_id), STORE_PARAM_INT((int64_t)keep) };
+    r = run(s, sql_egress_keep_edge, true, q, ARRAY_SIZE(q), store_row_int64, &edge, NULL);
+    if (r >= 0 && edge.found) {
+        const struct store_param p[] = { STORE_PARAM_TEXT(sandbox_id),
+                                         STORE_PARAM_INT(edge.value) };
+        r = run(s, sql_egress_prune_sandbox, true, p, ARRAY_SIZE(p), NULL, NULL, &changes);
+    }
+    if (r >= 0 && ret_deleted) {
+        *ret_deleted = changes;
+    }
+    return r;
 }

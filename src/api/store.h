@@ -48,6 +48,9 @@ struct store_sandbox {
     int64_t end_at;       /* when the timeout kills it; 0 = never */
     bool private_traffic; /* user ports demand the traffic access token (E2B
                              network.allowPublicTraffic: false) */
+    /* The egress policy (migration 6): a JSON object {"native": {...}, "e2b": {...}}
+     * (api/egress.h); NULL = none recorded (a row an older release wrote: deny all). */
+    char *network_json;
 };
 
 struct store_sandbox_filter {
@@ -90,7 +93,8 @@ enum store_sandbox_field {
     STORE_SANDBOX_UPDATED_AT = 1u << 14,
     STORE_SANDBOX_END_AT = 1u << 15,
     STORE_SANDBOX_PRIVATE_TRAFFIC = 1u << 16,
-    STORE_SANDBOX_ALL = (1u << 17) - 1,
+    STORE_SANDBOX_NETWORK = 1u << 17,
+    STORE_SANDBOX_ALL = (1u << 18) - 1,
 };
 
 /*
@@ -165,6 +169,9 @@ int store_sandbox_set_state(struct store *s, const char *id, const char *state, 
 int store_sandbox_set_desired_state(struct store *s, const char *id, const char *desired_state,
                                     int64_t updated_at);
 int store_sandbox_set_end_at(struct store *s, const char *id, int64_t end_at, int64_t updated_at);
+/* The egress policy (network_json, a JSON object) and updated_at. */
+int store_sandbox_set_network(struct store *s, const char *id, const char *network_json,
+                              int64_t updated_at);
 int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *ret);
 /* *ret is an array of *ret_n rows; free with store_sandbox_list_free(). */
 int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
@@ -209,3 +216,52 @@ int store_api_key_delete(struct store *s, const char *id);
 int store_api_key_touch(struct store *s, const char *id, int64_t used_at);
 void store_api_key_release(struct store_api_key *key);
 void store_api_key_list_free(struct store_api_key *list, size_t n);
+
+/*
+ * The egress audit log (migration 6): one row per decision space-gw made,
+ * as each node's GET /v1/egress-audit handed it over (gw-proto.h records).
+ * Rows are identified at their source by (node_id, epoch, seq): inserting
+ * one again is skipped, so pulling a node's ring twice is harmless. id is
+ * the store's own, increasing in the order rows were stored: the paging
+ * cursor.
+ */
+struct store_egress_record {
+    int64_t id;        /* written by store_egress_audit_insert(); 0 before */
+    char *node_id;     /* the node the record came from */
+    char *epoch;       /* the node process's epoch (a restarted node starts a new one) */
+    int64_t seq;       /* the record's number in that epoch */
+    char *sandbox_id;  /* may be NULL (records about no sandbox: "audit-dropped") */
+    int64_t time_us;   /* when space-gw decided (realtime); retention's clock */
+    char *proto;       /* "dns", "http", "tls", "tcp"; may be NULL */
+    char *verdict;     /* "allow", "deny"; may be NULL */
+    char *record_json; /* the record as a JSON object */
+};
+
+struct store_egress_filter {
+    const char *sandbox_id; /* required */
+    const char *verdict;    /* NULL = any */
+    const char *proto;      /* NULL = any */
+    int64_t after_id;       /* rows with id > after_id; 0 = from the oldest */
+    size_t limit;           /* 0 = no limit */
+};
+
+/*
+ * Stores n records (their id members are ignored) in one transaction of
+ * its own (-EBUSY inside the caller's), as multi-row statements. A record
+ * whose (node_id, epoch, seq) is stored already is skipped; *ret_inserted
+ * (may be NULL) counts the others. Two writers racing on one database may
+ * pick the same ids: the loser gets -EEXIST and nothing of its batch is
+ * stored, so it can pull the same records again.
+ */
+int store_egress_audit_insert(struct store *s, const struct store_egress_record *v, size_t n,
+                              size_t *ret_inserted);
+/* One sandbox's records, oldest first (id ascending), after f->after_id. */
+int store_egress_audit_list(struct store *s, const struct store_egress_filter *f,
+                            struct store_egress_record **ret, size_t *ret_n);
+/* Retention by age: drops every record with time_us < before_us. */
+int store_egress_audit_prune_before(struct store *s, int64_t before_us, uint64_t *ret_deleted);
+/* Retention by count: drops all but sandbox_id's newest keep records (keep >= 1). */
+int store_egress_audit_prune_sandbox(struct store *s, const char *sandbox_id, uint64_t keep,
+                                     uint64_t *ret_deleted);
+void store_egress_record_release(struct store_egress_record *r);
+void store_egress_audit_list_free(struct store_egress_record *list, size_t n);

@@ -32,6 +32,7 @@ static void test_operation_strings_roundtrip(void **state)
     /* The strings the store already holds keep their meaning. */
     assert_string_equal(operation_kind_to_string(OPERATION_KIND_CREATE), "sandbox.create");
     assert_string_equal(operation_kind_to_string(OPERATION_KIND_KILL), "sandbox.kill");
+    assert_string_equal(operation_kind_to_string(OPERATION_KIND_NETWORK), "sandbox.network");
     assert_string_equal(sandbox_state_to_string(SANDBOX_CREATING), "creating");
     assert_string_equal(sandbox_state_to_string(SANDBOX_RUNNING), "running");
     assert_string_equal(sandbox_state_to_string(SANDBOX_KILLED), "killed");
@@ -55,9 +56,13 @@ static void test_operation_table_invariants(void **state)
     /* create and kill run today; the rest are rows for the next issues. */
     assert_true(operation_kind_info(OPERATION_KIND_CREATE)->implemented);
     assert_true(operation_kind_info(OPERATION_KIND_KILL)->implemented);
-    for (int k = OPERATION_KIND_PAUSE; k < _OPERATION_KIND_MAX; k++) {
+    for (int k = OPERATION_KIND_PAUSE; k <= OPERATION_KIND_FORK; k++) {
         assert_false(operation_kind_info((enum operation_kind)k)->implemented);
     }
+    /* The egress policy's live replace (issue 9) runs, and changes no state. */
+    assert_true(operation_kind_info(OPERATION_KIND_NETWORK)->implemented);
+    assert_int_equal(operation_kind_info(OPERATION_KIND_NETWORK)->on_success,
+                     _SANDBOX_STATE_INVALID);
 }
 
 static void test_operation_check_start(void **state)
@@ -70,6 +75,10 @@ static void test_operation_check_start(void **state)
     assert_int_equal(operation_check_start(OPERATION_KIND_CREATE, SANDBOX_RUNNING), -EINVAL);
     assert_int_equal(operation_check_start(_OPERATION_KIND_MAX, SANDBOX_RUNNING), -EINVAL);
     assert_int_equal(operation_check_start(OPERATION_KIND_KILL, _SANDBOX_STATE_INVALID), -EINVAL);
+    assert_int_equal(operation_check_start(OPERATION_KIND_NETWORK, SANDBOX_RUNNING), 0);
+    assert_int_equal(operation_check_start(OPERATION_KIND_NETWORK, SANDBOX_CREATING), 0);
+    assert_int_equal(operation_check_start(OPERATION_KIND_NETWORK, SANDBOX_KILLED), -ENOENT);
+    assert_int_equal(operation_check_start(OPERATION_KIND_NETWORK, SANDBOX_PAUSED), -EBUSY);
 }
 
 static void test_operation_transitions(void **state)

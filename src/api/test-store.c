@@ -166,6 +166,7 @@ static struct store_sandbox sandbox(const char *id, int64_t created_at, const ch
         .created_at = created_at,
         .updated_at = created_at + 1,
         .end_at = created_at + 300 * 1000000LL,
+        .network_json = "{\"native\":{\"internet\":false,\"allow\":[\"a.test\"],\"deny\":[]}}",
     };
 }
 
@@ -197,6 +198,7 @@ static void assert_sandbox_equal(const struct store_sandbox *a, const struct sto
     assert_int_equal(a->created_at, b->created_at);
     assert_int_equal(a->updated_at, b->updated_at);
     assert_int_equal(a->end_at, b->end_at);
+    assert_str_eq_null(a->network_json, b->network_json);
 }
 
 /* Lists with f and checks the ids, in order, against want (NULL-terminated). */
@@ -587,6 +589,226 @@ static void test_store_sandbox_duplicate(void **state)
     assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
     assert_sandbox_equal(&got, &sb);
     store_sandbox_release(&got);
+}
+
+/* The egress policy column (migration 6): written whole, NULL for older rows. */
+static void test_store_sandbox_network(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox sb = sandbox("sb00000000000000000a", 100, "running"), got = { 0 };
+    struct store_sandbox bare = sandbox("sb00000000000000000b", 100, "running");
+    const char *policy = "{\"native\":{\"internet\":true,\"allow\":[],\"deny\":[]}}";
+
+    bare.network_json = NULL;
+    assert_int_equal(store_sandbox_insert(s, &sb), 0);
+    assert_int_equal(store_sandbox_insert(s, &bare), 0);
+    assert_int_equal(store_sandbox_get(s, bare.id, &got), 0);
+    assert_null(got.network_json);
+    store_sandbox_release(&got);
+
+    assert_int_equal(store_sandbox_set_network(s, sb.id, policy, 555), 0);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    assert_string_equal(got.network_json, policy);
+    assert_int_equal(got.updated_at, 555);
+    store_sandbox_release(&got);
+
+    assert_int_equal(store_sandbox_set_network(s, "sb0000000000000000zz", policy, 1), -ENOENT);
+    assert_int_equal(store_sandbox_set_network(s, sb.id, "[]", 1), -EINVAL);
+    assert_int_equal(store_sandbox_set_network(s, sb.id, "{", 1), -EINVAL);
+    assert_int_equal(store_sandbox_set_network(s, sb.id, NULL, 1), -EINVAL);
+    sb.network_json = "not json";
+    assert_int_equal(store_sandbox_update_fields(s, &sb, STORE_SANDBOX_NETWORK), -EINVAL);
+    sb.network_json = "{\"native\":{}}";
+    assert_int_equal(store_sandbox_update_fields(s, &sb, STORE_SANDBOX_NETWORK), 0);
+    assert_int_equal(store_sandbox_get(s, sb.id, &got), 0);
+    assert_string_equal(got.network_json, "{\"native\":{}}");
+    store_sandbox_release(&got);
+}
+
+static struct store_egress_record egress_rec(const char *epoch, int64_t seq, const char *sandbox,
+                                             int64_t time_us, const char *proto,
+                                             const char *verdict)
+{
+    static char json[16][128];
+    static unsigned slot;
+    char *j = json[slot++ % ARRAY_SIZE(json)];
+
+    snprintf(j, 128, "{\"sandbox\":\"%s\",\"proto\":\"%s\",\"verdict\":\"%s\",\"n\":%lld}",
+             sandbox ? sandbox : "", proto ? proto : "", verdict ? verdict : "", (long long)seq);
+    return (struct store_egress_record){
+        .node_id = "local",
+        .epoch = (char *)epoch,
+        .seq = seq,
+        .sandbox_id = (char *)sandbox,
+        .time_us = time_us,
+        .proto = (char *)proto,
+        .verdict = (char *)verdict,
+        .record_json = j,
+    };
+}
+
+#define SB_A "sb00000000000000000a"
+#define SB_B "sb00000000000000000b"
+
+static void test_store_egress_audit(void **state)
+{
+    struct store *s = S(state);
+    struct store_egress_record v[] = {
+        egress_rec("e1", 1, SB_A, 1000, "dns", "allow"),
+        egress_rec("e1", 2, SB_A, 2000, "tls", "deny"),
+        egress_rec("e1", 3, SB_B, 3000, "http", "allow"),
+        egress_rec("e1", 4, NULL, 4000, NULL, NULL),
+        egress_rec("e1", 5, SB_A, 5000, "tcp", "deny"),
+    };
+    struct store_egress_record *list = NULL;
+    struct store_egress_filter f = { .sandbox_id = SB_A };
+    size_t n = 0, inserted = 99;
+    uint64_t deleted = 0;
+
+    assert_int_equal(store_egress_audit_insert(s, v, 0, &inserted), 0);
+    assert_int_equal(inserted, 0);
+    assert_int_equal(store_egress_audit_insert(s, v, ARRAY_SIZE(v), &inserted), 0);
+    assert_int_equal(inserted, 5);
+    /* The same records again (a restarted puller): nothing new. A new epoch is new. */
+    assert_int_equal(store_egress_audit_insert(s, v, ARRAY_SIZE(v), &inserted), 0);
+    assert_int_equal(inserted, 0);
+
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(list[0].seq, 1);
+    assert_int_equal(list[1].seq, 2);
+    assert_int_equal(list[2].seq, 5);
+    assert_true(list[0].id < list[1].id && list[1].id < list[2].id);
+    assert_string_equal(list[0].node_id, "local");
+    assert_string_equal(list[0].epoch, "e1");
+    assert_string_equal(list[0].sandbox_id, SB_A);
+    assert_string_equal(list[1].proto, "tls");
+    assert_string_equal(list[1].verdict, "deny");
+    assert_int_equal(list[1].time_us, 2000);
+    assert_string_equal(list[1].record_json, v[1].record_json);
+    int64_t second = list[1].id;
+    store_egress_audit_list_free(list, n);
+
+    /* Paging: after a cursor, with a limit. */
+    f.after_id = second;
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].seq, 5);
+    store_egress_audit_list_free(list, n);
+    f.after_id = 0;
+    f.limit = 1;
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].seq, 1);
+    store_egress_audit_list_free(list, n);
+
+    /* Filters. */
+    f = (struct store_egress_filter){ .sandbox_id = SB_A, .verdict = "deny" };
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 2);
+    store_egress_audit_list_free(list, n);
+    f.proto = "tcp";
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].seq, 5);
+    store_egress_audit_list_free(list, n);
+    f = (struct store_egress_filter){ .sandbox_id = "sb0000000000000000zz" };
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 0);
+    store_egress_audit_list_free(list, n);
+
+    /* Retention: by age (the NULL-sandbox record too), then by count per sandbox. */
+    assert_int_equal(store_egress_audit_prune_before(s, 1500, &deleted), 0);
+    assert_int_equal(deleted, 1);
+    assert_int_equal(store_egress_audit_prune_sandbox(s, SB_A, 1, &deleted), 0);
+    assert_int_equal(deleted, 1);
+    f = (struct store_egress_filter){ .sandbox_id = SB_A };
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].seq, 5);
+    store_egress_audit_list_free(list, n);
+    assert_int_equal(store_egress_audit_prune_sandbox(s, SB_A, 1, &deleted), 0);
+    assert_int_equal(deleted, 0);
+    assert_int_equal(store_egress_audit_prune_before(s, 4500, &deleted), 0);
+    assert_int_equal(deleted, 2); /* SB_B's and the dropped-count record */
+
+    /* Ids keep growing after deletes of the newest (the cursor never goes back). */
+    struct store_egress_record w[] = { egress_rec("e2", 1, SB_A, 9000, "dns", "allow") };
+    assert_int_equal(store_egress_audit_insert(s, w, 1, &inserted), 0);
+    assert_int_equal(inserted, 1);
+    f = (struct store_egress_filter){ .sandbox_id = SB_A };
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 2);
+    assert_true(list[1].id > list[0].id);
+    store_egress_audit_list_free(list, n);
+}
+
+/* More than one INSERT statement's worth of rows, in one transaction. */
+static void test_store_egress_audit_batch(void **state)
+{
+    struct store *s = S(state);
+    size_t total = 1000, inserted = 0, n = 0;
+    struct store_egress_record *v = calloc(total, sizeof(*v)), *list = NULL;
+    char(*json)[64] = calloc(total, 64);
+    struct store_egress_filter f = { .sandbox_id = SB_A };
+
+    assert_non_null(v);
+    assert_non_null(json);
+    for (size_t i = 0; i < total; i++) {
+        snprintf(json[i], 64, "{\"i\":%zu}", i);
+        v[i] = egress_rec("e1", (int64_t)i, SB_A, 1000 + (int64_t)i, "tcp", "allow");
+        v[i].record_json = json[i];
+    }
+    /* Half of them stored already: the rest are added around them. */
+    assert_int_equal(store_egress_audit_insert(s, v + 250, 500, &inserted), 0);
+    assert_int_equal(inserted, 500);
+    assert_int_equal(store_egress_audit_insert(s, v, total, &inserted), 0);
+    assert_int_equal(inserted, 500);
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, total);
+    for (size_t i = 1; i < n; i++) {
+        assert_true(list[i].id > list[i - 1].id);
+    }
+    store_egress_audit_list_free(list, n);
+    assert_int_equal(store_egress_audit_prune_sandbox(s, SB_A, 10, NULL), 0);
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 10);
+    store_egress_audit_list_free(list, n);
+    free(v);
+    free(json);
+}
+
+static void test_store_egress_audit_bad_input(void **state)
+{
+    struct store *s = S(state);
+    struct store_egress_record good = egress_rec("e1", 1, SB_A, 1, "dns", "allow"), bad;
+    struct store_egress_record *list = NULL;
+    struct store_egress_filter f = { .sandbox_id = NULL };
+    size_t n = 0;
+
+    bad = good;
+    bad.record_json = "[1]";
+    assert_int_equal(store_egress_audit_insert(s, &bad, 1, NULL), -EINVAL);
+    bad = good;
+    bad.epoch = NULL;
+    assert_int_equal(store_egress_audit_insert(s, &bad, 1, NULL), -EINVAL);
+    bad = good;
+    bad.sandbox_id = "\xff";
+    assert_int_equal(store_egress_audit_insert(s, &bad, 1, NULL), -EINVAL);
+    assert_int_equal(store_egress_audit_insert(s, NULL, 1, NULL), -EINVAL);
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(store_egress_audit_insert(s, &good, 1, NULL), -EBUSY);
+    assert_int_equal(store_rollback(s), 0);
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), -EINVAL);
+    f.sandbox_id = SB_A;
+    f.after_id = -1;
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), -EINVAL);
+    assert_int_equal(store_egress_audit_prune_sandbox(s, SB_A, 0, NULL), -EINVAL);
+    /* Nothing of a refused batch was stored. */
+    f.after_id = 0;
+    assert_int_equal(store_egress_audit_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 0);
+    store_egress_audit_list_free(list, n);
 }
 
 static void test_store_sandbox_list_states(void **state)
@@ -1549,6 +1771,10 @@ static void test_store_pg_reconnect(void **state)
         cmocka_unit_test_setup_teardown(test_store_unmigrated_is_eio, setup_unmigrated, teardown), \
         cmocka_unit_test_setup_teardown(test_store_sandbox_crud, setup, teardown),                 \
         cmocka_unit_test_setup_teardown(test_store_sandbox_duplicate, setup, teardown),            \
+        cmocka_unit_test_setup_teardown(test_store_sandbox_network, setup, teardown),              \
+        cmocka_unit_test_setup_teardown(test_store_egress_audit, setup, teardown),                 \
+        cmocka_unit_test_setup_teardown(test_store_egress_audit_batch, setup, teardown),           \
+        cmocka_unit_test_setup_teardown(test_store_egress_audit_bad_input, setup, teardown),       \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_states, setup, teardown),          \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_metadata, setup, teardown),        \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_pagination, setup, teardown),      \

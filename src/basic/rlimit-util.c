@@ -13,7 +13,8 @@ int64_t rlimit_nofile_raise(void)
     }
     if (rl.rlim_cur < rl.rlim_max) {
         struct rlimit raised = { .rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max };
-        /* select() cannot see fds >= FD_SETSIZE; nothing here uses it (libevent: epoll). */
+        /* select() cannot see fds >= FD_SETSIZE: libevent uses epoll, and the one library
+         * that selects (libnftables) runs under fresh_fds_run() (fresh-fds.h). */
         if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
             rl = raised;
         }

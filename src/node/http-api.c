@@ -13,6 +13,12 @@
  *   DELETE /v1/sandboxes/{id}             204
  *   POST   /v1/sandboxes/{id}/exec        {cmd, args, env, cwd, user, timeout_ms}
  *                                         -> {exit_code, exited, status, stdout_b64, stderr_b64}
+ *   PUT    /v1/sandboxes/{id}/network     native egress policy -> 200 {} (400 when invalid)
+ *   GET    /v1/egress-audit?after=SEQ&limit=N   {epoch, records, next} (egress-audit.h)
+ *
+ * Create takes `network` (the native egress policy, src/gw/policy.h; absent
+ * = deny everything), kept in instance.json and handed to space-gw; when the
+ * node has space-gw's CA, the agent's /init gets it as `caBundle`.
  *
  * Sandboxes are addressed by sandbox id (the api's); each is bound to one
  * node-local instance (instance.h), whose id the sandbox JSON carries as
@@ -26,6 +32,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <event2/buffer.h>
+#include <sys/queue.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
@@ -38,6 +45,8 @@
 #include "basic/fileio.h"
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "basic/parse-util.h"
+#include "gw/policy.h"
 #include "node/manager.h"
 #include "shared/http-util.h"
 #include "shared/sandbox-id.h"
@@ -61,6 +70,10 @@ static json_t *vm_to_json(const struct vm *vm)
                   vm->timing.boot / 1000.0, "total", vm->timing.total / 1000.0);
     if (j && vm->rt) {
         json_object_set_new(j, "pid", json_integer(runtime_pid(vm->rt)));
+    }
+    if (j && rec->network) {
+        json_error_t jerr;
+        json_object_set_new(j, "network", json_loads(rec->network, 0, &jerr));
     }
     return j;
 }
@@ -244,6 +257,7 @@ static void create_done(void *p)
         vm->rec.pid = j->res.pid;
         vm->rec.pid_start_time = j->res.pid_start_time;
         vm_set_state(vm, VM_RUNNING);
+        manager_egress_attach(m, vm);
         log_sandbox_info(vm_sandbox_id(vm), "created instance %s from template '%s' in %.1f ms",
                          vm->rec.iid, vm->rec.template_name, vm->timing.total / 1000.0);
         http_util_reply_json(j->req, 201, vm_to_json(vm));
@@ -269,8 +283,58 @@ static int body_uint(struct evhttp_request *req, json_t *body, const char *key, 
     return 0;
 }
 
+/*
+ * The canonical text of a native egress policy (NULL = {} = deny everything),
+ * or NULL after replying 400 naming what is wrong (500 on OOM).
+ */
+static char *policy_text(struct evhttp_request *req, const json_t *network)
+{
+    struct policy_error perr = { .message = "" };
+    struct policy *p = NULL;
+    char *text = NULL;
+    int r;
+
+    r = policy_parse_native(network, &p, &perr);
+    if (r == -EINVAL) {
+        http_util_reply_error(req, 400, "invalid network policy: %s", perr.message);
+        return NULL;
+    }
+    if (r >= 0) {
+        json_t *canon = policy_to_native(p);
+        text = canon ? json_dumps(canon, JSON_COMPACT) : NULL;
+        json_decref(canon);
+    }
+    policy_free(p);
+    if (!text) {
+        http_util_reply_error(req, 500, "cannot store the network policy: %s",
+                              strerror(r < 0 ? -r : ENOMEM));
+    }
+    return text;
+}
+
+/* The /init body for the agent: the caller's `init` plus the egress CA, when there is one. */
+static int init_body(struct manager *m, const json_t *init, char **ret)
+{
+    const char *ca = gw_client_ca_pem(m->gw);
+    json_t *body;
+
+    *ret = NULL;
+    if (!init && !ca) {
+        return 0;
+    }
+    body = init ? json_deep_copy(init) : json_object();
+    if (!body || (ca && json_object_set_new(body, "caBundle", json_string(ca)) < 0)) {
+        json_decref(body);
+        return -ENOMEM;
+    }
+    *ret = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    return *ret ? 0 : -ENOMEM;
+}
+
 static void handle_create(struct manager *m, struct evhttp_request *req)
 {
+    char *network = NULL;
     const char *template_name = "base";
     unsigned vcpus = m->default_vcpus, memory = m->default_memory_mib;
     const char *id = NULL;
@@ -314,6 +378,15 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         http_util_reply_error(req, 400, "'init' must be an object");
         goto out;
     }
+    json_t *net = json_object_get(body, "network");
+    if (net && !json_is_object(net)) {
+        http_util_reply_error(req, 400, "'network' must be an object (a native egress policy)");
+        goto out;
+    }
+    network = policy_text(req, net);
+    if (!network) {
+        goto out;
+    }
     if (id && (existing = manager_find(m, id))) {
         if (vm_state(existing) == VM_RUNNING) {
             http_util_reply_json(req, 200, vm_to_json(existing));
@@ -352,8 +425,12 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         } else if (tok) {
             memcpy(vm->rec.access_token, tok, strlen(tok) + 1);
         }
-        vm->init_json = r >= 0 ? json_dumps(init, JSON_COMPACT) : NULL;
-        r = r < 0 ? r : vm->init_json ? 0 : -ENOMEM;
+    }
+    if (r >= 0) {
+        r = init_body(m, init, &vm->init_json);
+    }
+    if (r >= 0) {
+        vm->rec.network = TAKE_PTR(network);
     }
     if (r >= 0) {
         r = manager_add(m, vm);
@@ -379,6 +456,7 @@ fail:
         vm_free(vm);
     }
 out:
+    free(network);
     json_decref(body);
 }
 
@@ -445,6 +523,101 @@ static void handle_kill(struct manager *m, struct evhttp_request *req, struct vm
         return;
     }
     vm_set_state(vm, VM_STOPPING);
+    manager_egress_detach(m, vm);
+}
+
+/* ---- PUT /v1/sandboxes/{id}/network ---- */
+
+/*
+ * Saved on the loop thread, not by a worker: the record is small, and two
+ * PUTs for one sandbox must reach the disk and space-gw in the order they
+ * were answered. No worker holds a copy of a running instance's record.
+ */
+static void handle_network(struct manager *m, struct evhttp_request *req, struct vm *vm)
+{
+    struct instance_record rec;
+    char *text;
+    json_t *body;
+    int r;
+
+    if (vm_state(vm) != VM_RUNNING) {
+        http_util_reply_error(req, vm_state(vm) == VM_CREATING ? 409 : 404, "sandbox '%s' is %s",
+                              vm_sandbox_id(vm),
+                              vm_state(vm) == VM_CREATING ? "still being created" : "not running");
+        return;
+    }
+    body = http_util_body_json(req);
+    if (!body) {
+        return;
+    }
+    if (!json_is_object(body)) {
+        http_util_reply_error(req, 400, "the body must be a native egress policy object");
+        json_decref(body);
+        return;
+    }
+    text = policy_text(req, body);
+    json_decref(body);
+    if (!text) {
+        return;
+    }
+    rec = vm->rec;
+    rec.network = text; /* borrowed for the save */
+    r = vm_save_record(&m->host, &rec);
+    if (r < 0) {
+        free(text);
+        http_util_reply_error(req, 500, "cannot save the network policy: %s", strerror(-r));
+        return;
+    }
+    free(vm->rec.network);
+    vm->rec.network = text;
+    r = gw_client_policy(m->gw, vm->rec.iid, vm->rec.network);
+    if (r < 0) {
+        log_sandbox_warning_errno(vm_sandbox_id(vm), r,
+                                  "cannot send the new policy to space-gw: %m");
+    }
+    log_sandbox_info(vm_sandbox_id(vm), "network policy replaced");
+    http_util_reply_json(req, 200, json_object());
+}
+
+/* ---- GET /v1/egress-audit ---- */
+
+static void handle_egress_audit(struct manager *m, struct evhttp_request *req)
+{
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    struct evkeyvalq params = { 0 };
+    struct evkeyval *kv;
+    uint64_t after = 0;
+    uint32_t limit = EGRESS_AUDIT_LIMIT_DEFAULT;
+
+    if (query && evhttp_parse_query_str(query, &params) < 0) {
+        http_util_reply_error(req, 400, "invalid query string");
+        return;
+    }
+    TAILQ_FOREACH (kv, &params, next) {
+        if (strcmp(kv->key, "after") == 0) {
+            if (parse_u64(kv->value, &after) < 0) {
+                http_util_reply_error(req, 400, "'after' must be a sequence number");
+                goto out;
+            }
+        } else if (strcmp(kv->key, "limit") == 0) {
+            if (parse_u32(kv->value, &limit) < 0 || limit == 0 || limit > EGRESS_AUDIT_LIMIT_MAX) {
+                http_util_reply_error(req, 400, "'limit' must be between 1 and %u",
+                                      EGRESS_AUDIT_LIMIT_MAX);
+                goto out;
+            }
+        } else {
+            http_util_reply_error(req, 400, "unknown parameter '%.64s'", kv->key);
+            goto out;
+        }
+    }
+    json_t *reply = egress_audit_read(m->audit, after, limit);
+    if (reply) {
+        http_util_reply_json(req, 200, reply);
+    } else {
+        http_util_reply_error(req, 500, "out of memory");
+    }
+out:
+    evhttp_clear_headers(&params);
 }
 
 /* ---- POST /v1/sandboxes/{id}/exec ---- */
@@ -678,6 +851,10 @@ static void dispatch(struct evhttp_request *req, void *userdata)
             return;
         }
     }
+    if (strcmp(path, "/v1/egress-audit") == 0 && method == EVHTTP_REQ_GET) {
+        handle_egress_audit(m, req);
+        return;
+    }
     if (strcmp(path, "/v1/instances") == 0 && method == EVHTTP_REQ_GET) {
         json_t *list = json_array();
         for (size_t i = 0; i < m->n_vms; i++) {
@@ -728,6 +905,8 @@ static void dispatch(struct evhttp_request *req, void *userdata)
             handle_kill(m, req, vm);
         } else if (strcmp(rest, "/exec") == 0 && method == EVHTTP_REQ_POST) {
             handle_exec(m, req, vm);
+        } else if (strcmp(rest, "/network") == 0 && method == EVHTTP_REQ_PUT) {
+            handle_network(m, req, vm);
         } else {
             http_util_reply_error(req, 404, "no route for %s", path);
         }

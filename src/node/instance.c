@@ -36,6 +36,14 @@ char *instance_record_to_json(const struct instance_record *rec, const char *dir
         "created_at", (json_int_t)rec->created_at, "state", vm_state_to_string(rec->state),
         "access_token", rec->access_token, "pid", (json_int_t)rec->pid, "pid_start_time",
         (json_int_t)rec->pid_start_time, "dir", dir, "netns", netns);
+    if (j && rec->network) {
+        json_error_t jerr;
+        json_t *net = json_loads(rec->network, 0, &jerr);
+        if (!json_is_object(net) || json_object_set_new(j, "network", net) < 0) {
+            json_decref(j); /* a policy we cannot write back must not be lost silently */
+            return NULL;
+        }
+    }
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     return text;
@@ -77,8 +85,34 @@ int instance_record_from_json(const char *text, struct instance_record *ret)
     rec.pid_start_time = (uint64_t)json_integer_value(json_object_get(j, "pid_start_time"));
     enum vm_state s = vm_state_from_string(json_string_value(json_object_get(j, "state")));
     rec.state = s >= 0 ? s : VM_CREATING;
+    json_t *net = json_object_get(j, "network");
+    if (json_is_object(net)) {
+        rec.network = json_dumps(net, JSON_COMPACT);
+        if (!rec.network) {
+            json_decref(j);
+            return -ENOMEM;
+        }
+    }
     json_decref(j);
     *ret = rec;
+    return 0;
+}
+
+void instance_record_release(struct instance_record *rec)
+{
+    free(rec->network);
+    rec->network = NULL;
+}
+
+int instance_record_set_network(struct instance_record *rec, const char *json_text)
+{
+    char *copy = NULL;
+
+    if (json_text && !(copy = strdup(json_text))) {
+        return -ENOMEM;
+    }
+    free(rec->network);
+    rec->network = copy;
     return 0;
 }
 

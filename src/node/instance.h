@@ -43,15 +43,29 @@ struct instance_record {
     char access_token[129];  /* the agent's access token once /init set one ("" = none) */
     pid_t pid;               /* the VMM, 0 until it started */
     uint64_t pid_start_time; /* /proc/<pid>/stat field 22 (clock ticks since boot) */
+    /*
+     * The egress policy (native shape, src/gw/policy.h), compact JSON owned by
+     * the record; NULL = none given = deny everything. Kept here so a restarted
+     * node hands space-gw the same policy again. Copies of the record (a
+     * worker's) borrow it: the loop replaces it only while no worker holds one.
+     */
+    char *network;
 };
 
 /* Serialises rec (with its derived paths: dir and netns) to compact JSON; caller frees. */
 char *instance_record_to_json(const struct instance_record *rec, const char *dir,
                               const char *netns);
+/* Frees what rec owns (network); rec stays usable, with network NULL. */
+void instance_record_release(struct instance_record *rec);
+/* Replaces rec->network with a copy of json_text (NULL = none). 0 or -ENOMEM. */
+int instance_record_set_network(struct instance_record *rec, const char *json_text);
+
 /*
  * Parses an instance.json. Unknown or missing fields leave defaults; a
  * record whose iid is invalid is -EINVAL; an unknown state reads as creating
- * (treated as unfinished, so it gets destroyed).
+ * (treated as unfinished, so it gets destroyed). "network" is kept as
+ * compact JSON when it is an object (its policy is checked by the caller).
+ * Caller releases *ret (instance_record_release()).
  */
 int instance_record_from_json(const char *text, struct instance_record *ret);
 

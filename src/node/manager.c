@@ -143,6 +143,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
                                 "removing it",
                                 vm->rec.iid);
             vm_set_state(vm, VM_STOPPING);
+            manager_egress_detach(m, vm);
         }
     }
 }
@@ -203,6 +204,53 @@ static void adopt_cb(struct vm *vm, void *userdata)
     }
 }
 
+void manager_egress_attach(struct manager *m, struct vm *vm)
+{
+    int r;
+
+    if (!gw_client_ready(m->gw) || vm_state(vm) != VM_RUNNING || !instance_is_bound(&vm->rec)) {
+        return;
+    }
+    /* Opened on first use rather than at create: after a node restart the previous
+     * session's copies are closed only once space-gw has answered our hello. */
+    if (vm->dns_fd < 0) {
+        r = netslot_open_listeners(vm->rec.iid, &vm->dns_fd, &vm->gateway_fd);
+        if (r < 0) {
+            log_sandbox_warning_errno(vm_sandbox_id(vm), r,
+                                      "cannot open the egress sockets of instance %s, it has no "
+                                      "egress until the next space-gw session: %m",
+                                      vm->rec.iid);
+            return;
+        }
+    }
+    r = gw_client_attach(m->gw, vm->rec.iid, vm_sandbox_id(vm), vm->rec.network, vm->dns_fd,
+                         vm->gateway_fd);
+    if (r < 0) {
+        log_sandbox_warning_errno(vm_sandbox_id(vm), r, "cannot attach instance %s to space-gw: %m",
+                                  vm->rec.iid);
+    }
+}
+
+void manager_egress_detach(struct manager *m, struct vm *vm)
+{
+    if (vm->dns_fd >= 0) {
+        (void)gw_client_detach(m->gw, vm->rec.iid);
+    }
+}
+
+static void egress_resync(struct gw_client *gw, void *userdata)
+{
+    struct manager *m = userdata;
+    for (size_t i = 0; i < m->n_vms; i++) {
+        manager_egress_attach(m, m->vms[i]);
+    }
+}
+
+int manager_enable_egress(struct manager *m, const char *gw_socket, const char *node_name)
+{
+    return gw_client_new(m->base, gw_socket, node_name, m->audit, egress_resync, m, &m->gw);
+}
+
 int manager_new(struct event_base *base, const struct vm_host *host,
                 const struct manager_limits *limits, struct manager **ret)
 {
@@ -220,6 +268,10 @@ int manager_new(struct event_base *base, const struct vm_host *host,
     m->default_vcpus = 1;
     m->default_memory_mib = 512;
     r = worker_pool_new(base, limits->workers, limits->queue, &m->pool);
+    if (r < 0) {
+        goto fail;
+    }
+    r = egress_audit_new(EGRESS_AUDIT_MAX, EGRESS_AUDIT_MAX_BYTES, &m->audit);
     if (r < 0) {
         goto fail;
     }
@@ -255,6 +307,7 @@ struct manager *manager_free(struct manager *m)
     if (!m) {
         return NULL;
     }
+    gw_client_free(m->gw);
     /* Handles only: the VMs keep running for the next start to re-attach. */
     for (size_t i = 0; i < m->n_vms; i++) {
         vm_free(m->vms[i]);
@@ -276,6 +329,7 @@ struct manager *manager_free(struct manager *m)
     if (m->stop_timer) {
         event_free(m->stop_timer);
     }
+    egress_audit_free(m->audit);
     free(m);
     return NULL;
 }

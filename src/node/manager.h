@@ -7,6 +7,8 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "node/egress-audit.h"
+#include "node/gw-client.h"
 #include "node/vm.h"
 #include "node/worker-pool.h"
 
@@ -20,9 +22,11 @@ struct manager {
     size_t n_vms, cap_vms;
     unsigned max_sandboxes;
     unsigned default_vcpus, default_memory_mib;
-    const char *share_dir;  /* template recipes + tools/template-build.sh; NULL: no builds */
-    const char *agent_path; /* the space-agent binary templates get */
-    const char *cache_dir;  /* template build cache */
+    const char *share_dir;      /* template recipes + tools/template-build.sh; NULL: no builds */
+    const char *agent_path;     /* the space-agent binary templates get */
+    const char *cache_dir;      /* template build cache */
+    struct gw_client *gw;       /* the space-gw session; NULL with --no-gw (no egress at all) */
+    struct egress_audit *audit; /* what space-gw reported, for GET /v1/egress-audit */
     bool stopping;
 };
 
@@ -69,6 +73,17 @@ unsigned manager_jobs_pending(const struct manager *m);
 void manager_shutdown(struct manager *m);
 /* Called by job completions while stopping: breaks the loop when nothing is left. */
 void manager_job_finished(struct manager *m);
+
+/*
+ * Egress (gw-client.h): connects to space-gw at gw_socket and keeps every
+ * running instance attached there. Without it sandboxes have no egress (the
+ * nftables redirect finds no listener: connections are refused).
+ */
+int manager_enable_egress(struct manager *m, const char *gw_socket, const char *node_name);
+/* Loop thread. Hands vm's egress sockets (opened on first use) and policy to space-gw. */
+void manager_egress_attach(struct manager *m, struct vm *vm);
+/* Loop thread. Tells space-gw to stop serving vm (its sockets close with the vm). */
+void manager_egress_detach(struct manager *m, struct vm *vm);
 
 /* Installs the HTTP routes (http-api.c). */
 int http_api_register(struct manager *m);

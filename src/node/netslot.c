@@ -19,16 +19,21 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "basic/fd-util.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "node/lease.h"
 #include "node/netns.h"
 #include "node/nft.h"
 #include "node/instance.h"
+#include "shared/gw-proto.h"
 #include "shared/spawn.h"
 
 int netslot_netns_path(const char *id, char *buf, size_t n)
@@ -81,6 +86,8 @@ static int netslot_setup_inside(const char *id)
         .guest_ip = NETSLOT_GUEST_IP,
         .guest_mac = NETSLOT_GUEST_MAC,
         .host_ip = NETSLOT_HOST_IP,
+        .dns_port = GW_PROTO_DNS_PORT,
+        .gateway_port = GW_PROTO_GATEWAY_PORT,
     };
     char *out = NULL, *ruleset = NULL, *nft_error = NULL;
     int r;
@@ -194,4 +201,62 @@ int netslot_destroy(const char *id)
     }
     /* After the namespace: a crash in between leaves a lease that slot_stale() reclaims. */
     return lease_release(NETSLOT_LEASE_DIR, id);
+}
+
+/* One socket bound to the host side of the tap, in the calling thread's namespace. */
+static int open_bound(int type, uint16_t port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+    int fd, one = 1, r;
+
+    if (inet_pton(AF_INET, GW_PROTO_LISTEN_IP, &sa.sin_addr) != 1) {
+        return -EINVAL;
+    }
+    fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    /* TCP only: connections space-gw accepted from an earlier listener may still be open
+     * on this port (hello lets it keep them) and must not keep a new listener out. For
+     * UDP the option would let two sockets share the port: never. */
+    if (type == SOCK_STREAM && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        (type == SOCK_STREAM && listen(fd, NETSLOT_GATEWAY_BACKLOG) < 0)) {
+        r = -errno;
+        goto fail;
+    }
+    return fd;
+fail:
+    close_safe(fd);
+    return r;
+}
+
+int netslot_open_listeners(const char *id, int *ret_dns_fd, int *ret_gateway_fd)
+{
+    char path[PATH_MAX];
+    int saved, dns = -EBADF, gw = -EBADF;
+    int r;
+
+    r = netslot_netns_path(id, path, sizeof(path));
+    if (r < 0) {
+        return r;
+    }
+    r = netns_enter(path, &saved);
+    if (r < 0) {
+        return r;
+    }
+    dns = open_bound(SOCK_DGRAM, GW_PROTO_DNS_PORT);
+    gw = dns < 0 ? -EBADF : open_bound(SOCK_STREAM, GW_PROTO_GATEWAY_PORT);
+    netns_leave(saved);
+    if (dns < 0 || gw < 0) {
+        r = dns < 0 ? dns : gw;
+        close_safe(dns);
+        return r;
+    }
+    *ret_dns_fd = dns;
+    *ret_gateway_fd = gw;
+    return 0;
 }

@@ -45,5 +45,16 @@ int netslot_create(const char *id);
 /* Deletes the namespace (and so the tap) and releases the slot. Missing is success. */
 int netslot_destroy(const char *id);
 bool netslot_exists(const char *id);
+/*
+ * Opens the egress sockets of the sandbox inside its namespace, on the host
+ * side of the tap (gw-proto.h): a UDP socket bound to
+ * GW_PROTO_LISTEN_IP:GW_PROTO_DNS_PORT and a TCP socket listening on
+ * GW_PROTO_LISTEN_IP:GW_PROTO_GATEWAY_PORT (backlog NETSLOT_GATEWAY_BACKLOG),
+ * both nonblocking and CLOEXEC. The node holds them for the instance's life
+ * and hands copies to space-gw. Any thread (it joins the namespace for the
+ * duration, netns.h). -EADDRINUSE while an earlier holder still has them.
+ */
+#define NETSLOT_GATEWAY_BACKLOG 128
+int netslot_open_listeners(const char *id, int *ret_dns_fd, int *ret_gateway_fd);
 /* The slot the sandbox's namespace holds, or -ENOENT. */
 int netslot_slot(const char *id, unsigned *ret);

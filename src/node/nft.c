@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "basic/fresh-fds.h"
 #include "basic/macro.h"
 #include "basic/strbuf.h"
 
@@ -35,7 +36,7 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
     int r;
 
     if (!nft_word_ok(s->tap) || !nft_word_ok(s->guest_ip) || !nft_word_ok(s->guest_mac) ||
-        !nft_word_ok(s->host_ip)) {
+        !nft_word_ok(s->host_ip) || s->dns_port == 0 || s->gateway_port == 0) {
         return -EINVAL;
     }
     /* `table x {}` first makes the delete succeed when the table does not exist yet. */
@@ -70,8 +71,35 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
                        "  counter guest_invalid {}\n"
                        "  counter guest_new {}\n"
                        "  counter guest_other {}\n"
+                       "  counter guest_direct {}\n"
+                       "  counter guest_udp {}\n"
+                       "  counter guest_icmp {}\n"
+                       "  counter guest_not_dnat {}\n"
                        "  counter host_out {}\n"
                        "  counter forward {}\n"
+                       /* Before routing: a guest packet to anywhere but the host side is
+                        * never local, so with forwarding off the kernel would drop it
+                        * uncounted; every verdict on what the guest sends is taken here. */
+                       "  chain prerouting {\n"
+                       "    type filter hook prerouting priority -150; policy accept;\n"
+                       "    iifname \"%1$s\" jump guest_pre\n"
+                       "  }\n"
+                       "  chain guest_pre {\n"
+                       "    ct state established,related accept\n"
+                       "    ct state invalid counter name \"guest_invalid\" drop\n"
+                       "    ip daddr != %4$s meta l4proto tcp accept\n"
+                       "    meta l4proto tcp counter name \"guest_direct\" drop\n"
+                       "    ip daddr %4$s udp dport %5$u accept\n"
+                       "    meta l4proto udp counter name \"guest_udp\" drop\n"
+                       "    meta l4proto icmp counter name \"guest_icmp\" drop\n"
+                       "    counter name \"guest_other\" drop\n"
+                       "  }\n"
+                       /* Every TCP connection the guest opens goes to the gateway's
+                        * listener; SO_ORIGINAL_DST tells it where the guest meant to go. */
+                       "  chain nat_prerouting {\n"
+                       "    type nat hook prerouting priority dstnat; policy accept;\n"
+                       "    iifname \"%1$s\" ip daddr != %4$s meta l4proto tcp redirect to :%6$u\n"
+                       "  }\n"
                        "  chain input {\n"
                        "    type filter hook input priority filter; policy drop;\n"
                        "    iif \"lo\" accept\n"
@@ -84,7 +112,12 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
                        "    jump guest_services\n"
                        "    counter name \"guest_new\" drop\n"
                        "  }\n"
+                       /* Only what prerouting let through reaches here, checked again: the
+                        * gateway port only through the redirect, DNS only to the proxy. */
                        "  chain guest_services {\n"
+                       "    tcp dport %6$u ct status dnat accept\n"
+                       "    meta l4proto tcp counter name \"guest_not_dnat\" drop\n"
+                       "    udp dport %5$u accept\n"
                        "  }\n"
                        "  chain output {\n"
                        "    type filter hook output priority filter; policy drop;\n"
@@ -97,7 +130,7 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
                        "    counter name \"forward\" drop\n"
                        "  }\n"
                        "}\n",
-                       s->tap, s->guest_ip, s->guest_mac, s->host_ip);
+                       s->tap, s->guest_ip, s->guest_mac, s->host_ip, s->dns_port, s->gateway_port);
     if (r < 0) {
         strbuf_release(&sb);
         return r;
@@ -109,26 +142,45 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
 /* libnftables keeps process-wide state (symbol tables, its gmp allocator): one caller at a time. */
 static pthread_mutex_t nft_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int nft_apply(const char *ruleset, char **ret_error)
+struct nft_apply_job {
+    const char *ruleset;
+    char **ret_error;
+};
+
+static int nft_apply_now(void *userdata)
 {
+    struct nft_apply_job *j = userdata;
     struct nft_ctx *ctx;
     int r;
 
-    pthread_mutex_lock(&nft_lock);
     /* A fresh context per call: its netlink socket belongs to this thread's namespace. */
     ctx = nft_ctx_new(NFT_CTX_DEFAULT);
     if (!ctx) {
-        pthread_mutex_unlock(&nft_lock);
         return -ENOMEM;
     }
     (void)nft_ctx_buffer_output(ctx);
     (void)nft_ctx_buffer_error(ctx);
-    r = nft_run_cmd_from_buffer(ctx, ruleset) == 0 ? 0 : -EIO;
-    if (r < 0 && ret_error) {
+    r = nft_run_cmd_from_buffer(ctx, j->ruleset) == 0 ? 0 : -EIO;
+    if (r < 0 && j->ret_error) {
         const char *e = nft_ctx_get_error_buffer(ctx);
-        *ret_error = strdup(e ? e : "");
+        *j->ret_error = strdup(e ? e : "");
     }
     nft_ctx_free(ctx);
+    return r;
+}
+
+int nft_apply(const char *ruleset, char **ret_error)
+{
+    struct nft_apply_job j = { .ruleset = ruleset, .ret_error = ret_error };
+    int r;
+
+    pthread_mutex_lock(&nft_lock);
+    /*
+     * libnftables select()s on its netlink socket: with the node holding over
+     * 1,024 descriptors (tunnels) that socket would be >= FD_SETSIZE and glibc
+     * aborts the node. On a thread of its own with a fresh fd table it is fd 3.
+     */
+    r = fresh_fds_run(nft_apply_now, &j);
     pthread_mutex_unlock(&nft_lock);
     return r;
 }

@@ -8,15 +8,29 @@
  *                 Only frames from the guest's MAC carrying ARP or IPv4 from
  *                 the guest's address pass; everything else is counted by
  *                 reason and dropped.
- *   inet space    input/output/forward, default drop: only guest <-> host side
- *                 of the tap. Connections the host side opens are allowed;
- *                 connections the guest opens go through chain
- *                 `guest_services` (empty today: the egress issue adds the DNS
- *                 proxy and gateway there) and are otherwise dropped.
+ *   inet space    what the guest may open, default drop. Connections the host
+ *                 side opens are allowed; the guest may open only these (the
+ *                 egress plan, docs/architecture.md "Network"):
+ *                   - TCP to any address but the host side: redirected (nat
+ *                     prerouting) to the gateway's listener on the host side,
+ *                     which space-gw holds (gw-proto.h); input accepts the
+ *                     gateway port only with `ct status dnat`, so a guest
+ *                     cannot reach it, or any other host port, directly;
+ *                   - UDP to the host side's port 53 (the DNS proxy).
+ *                 Everything else (other UDP incl. QUIC and DNS elsewhere,
+ *                 ICMP, TCP straight to the host side) is dropped in a
+ *                 prerouting filter chain, where it is still visible: with
+ *                 forwarding off, a packet for a non-local address would
+ *                 otherwise die in routing, uncounted.
  *
  * Named counters, one per drop reason (what `nft list counters` shows):
- * spoofed_mac, spoofed_arp, spoofed_ip, not_ipv4 (IPv6 and any other
- * ethertype), guest_invalid, guest_new, guest_other, host_out, forward.
+ *   netdev: spoofed_mac, spoofed_arp, spoofed_ip, not_ipv4 (IPv6 and any other
+ *   ethertype);
+ *   inet: guest_invalid (conntrack says invalid), guest_direct (TCP to the
+ *   host side itself), guest_udp (UDP but DNS to the proxy), guest_icmp,
+ *   guest_other (any other protocol), guest_not_dnat (the gateway port
+ *   without the redirect), guest_new (a new connection to a host port no
+ *   service has), host_out, forward.
  */
 #include <stddef.h>
 
@@ -25,6 +39,8 @@ struct nft_sandbox {
     const char *guest_ip;  /* the only source address the guest may use */
     const char *guest_mac; /* the only source MAC the guest may use */
     const char *host_ip;   /* the host side of the tap */
+    unsigned dns_port;     /* the DNS proxy's UDP port on host_ip */
+    unsigned gateway_port; /* where every guest TCP connection is redirected (on host_ip) */
 };
 
 /* The ruleset text for s (replaces both tables atomically when applied). *ret: caller frees. */

@@ -33,6 +33,7 @@
 #include "node/console.h"
 #include "node/manager.h"
 #include "node/tunnel.h"
+#include "shared/gw-proto.h"
 
 static const char *arg_data_dir = "/var/lib/space";
 static const char *arg_socket = "/run/space/node.sock";
@@ -48,6 +49,7 @@ static uint32_t arg_console_log_max = CONSOLE_LOG_MAX_DEFAULT;
 static const char *arg_share_dir = NULL;
 static const char *arg_agent = NULL;
 static const char *arg_cache_dir = "/var/cache/space";
+static const char *arg_gw_socket = GW_PROTO_SOCKET_DEFAULT; /* NULL: --no-gw */
 
 static void help(void)
 {
@@ -67,8 +69,10 @@ static void help(void)
            "  --share-dir DIR       template recipes and tools/ (enables template builds)\n"
            "  --agent PATH          the space-agent binary templates get\n"
            "  --cache-dir DIR       template build cache (default /var/cache/space)\n"
+           "  --gw-socket PATH      space-gw's control socket, for egress (default %s)\n"
+           "  --no-gw               no egress at all: sandboxes have no network beyond the node\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
-           arg_data_dir, arg_socket);
+           arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT);
 }
 
 static int parse_args(int argc, char **argv)
@@ -87,6 +91,8 @@ static int parse_args(int argc, char **argv)
         { "share-dir", required_argument, NULL, 'S' },
         { "agent", required_argument, NULL, 'A' },
         { "cache-dir", required_argument, NULL, 'C' },
+        { "gw-socket", required_argument, NULL, 'G' },
+        { "no-gw", no_argument, NULL, 'N' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -155,6 +161,15 @@ static int parse_args(int argc, char **argv)
             break;
         case 'C':
             arg_cache_dir = optarg;
+            break;
+        case 'G':
+            if (!*optarg || strlen(optarg) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+                return log_error_errno(-EINVAL, "invalid --gw-socket '%s'", optarg);
+            }
+            arg_gw_socket = optarg;
+            break;
+        case 'N':
+            arg_gw_socket = NULL;
             break;
         case 'L':
             r = log_level_from_string(optarg);
@@ -304,10 +319,24 @@ int main(int argc, char **argv)
         log_error_errno(r, "cannot listen on '%s': %m", tunnel_path);
         goto out;
     }
+    if (arg_gw_socket) {
+        char node_name[HOST_NAME_MAX + 1] = "";
+        if (gethostname(node_name, sizeof(node_name)) < 0 || !node_name[0]) {
+            snprintf(node_name, sizeof(node_name), "space-node");
+        }
+        node_name[HOST_NAME_MAX] = '\0';
+        r = manager_enable_egress(m, arg_gw_socket, node_name);
+        if (r < 0) {
+            log_error_errno(r, "cannot set up the space-gw client: %m");
+            goto out;
+        }
+    }
     log_info("ready: socket '%s', tunnels '%s', data '%s', runtime %s, accel %s, "
-             "%zu sandboxes re-attached",
+             "%zu sandboxes re-attached, egress %s%s",
              arg_socket, tunnel_path, arg_data_dir, host.runtime->name,
-             runtime_accel_to_string(host.accel), m->n_vms);
+             runtime_accel_to_string(host.accel), m->n_vms,
+             arg_gw_socket ? "through space-gw at " : "off (--no-gw)",
+             arg_gw_socket ? arg_gw_socket : "");
     event_base_dispatch(base);
     r = 0;
     if (manager_jobs_pending(m) > 0) {

@@ -90,7 +90,39 @@ static void test_record_round_trip(void **state)
     assert_non_null(strstr(text, "\"sandbox_id\":null"));
     assert_int_equal(instance_record_from_json(text, &back), 0);
     assert_false(instance_is_bound(&back));
+    assert_null(back.network); /* none given: deny everything */
+    assert_null(strstr(text, "\"network\""));
     free(text);
+}
+
+static void test_record_network_round_trip(void **state)
+{
+    struct instance_record rec = running(), back;
+    const char *policy = "{\"internet\":false,\"allow\":[\"allowed.test\"],\"deny\":[]}";
+    char *text;
+
+    assert_int_equal(instance_record_set_network(&rec, policy), 0);
+    text = instance_record_to_json(&rec, "/d", "/n");
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"network\":{\"internet\":false,\"allow\":[\"allowed.test\"]"));
+    assert_int_equal(instance_record_from_json(text, &back), 0);
+    free(text);
+    assert_string_equal(back.network, policy);
+    /* Replacing and clearing. */
+    assert_int_equal(instance_record_set_network(&back, "{}"), 0);
+    assert_string_equal(back.network, "{}");
+    assert_int_equal(instance_record_set_network(&back, NULL), 0);
+    assert_null(back.network);
+    /* A record whose network is not valid JSON is not written (the policy would be lost). */
+    assert_int_equal(instance_record_set_network(&rec, "{not json"), 0);
+    assert_null(instance_record_to_json(&rec, "/d", "/n"));
+    instance_record_release(&rec);
+    assert_null(rec.network);
+    /* A non-object network in a file reads as none. */
+    assert_int_equal(instance_record_from_json("{\"iid\":\"abcdefgh0123\",\"network\":[1]}", &back),
+                     0);
+    assert_null(back.network);
+    instance_record_release(&back);
 }
 
 static void test_record_rejects_bad_input(void **state)
@@ -171,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_ids),
         cmocka_unit_test(test_bind),
         cmocka_unit_test(test_record_round_trip),
+        cmocka_unit_test(test_record_network_round_trip),
         cmocka_unit_test(test_record_rejects_bad_input),
         cmocka_unit_test(test_reattach_verdict),
     };

@@ -77,8 +77,8 @@
 #define TUNNEL_LINGER_SEC 2 /* after an ERR line */
 /* Longer than the ingress' 15 min, so the ingress (which answers the client) times out first. */
 #define TUNNEL_IDLE_TIMEOUT_SEC (16 * 60)
-/* Descriptors per tunnel for the cap: client, guest, and the relay's two pipes. */
-#define TUNNEL_FDS_PER_CONN 4
+/* Descriptors per tunnel for the cap: client, guest, and the relay's two pipes (two fds each). */
+#define TUNNEL_FDS_PER_CONN 6
 #define TUNNEL_MAX_PER_SANDBOX_MIN 64 /* per sandbox: an eighth of the cap, at least this */
 #define TUNNEL_SWEEP_SEC 1
 
@@ -449,6 +449,11 @@ static unsigned sandbox_tunnels(const struct tunnel *t, const char *id)
     return n;
 }
 
+static unsigned max_per_sandbox(const struct tunnel *t)
+{
+    return MAX(listener_max_conns(t->listener) / 8, (unsigned)TUNNEL_MAX_PER_SANDBOX_MIN);
+}
+
 static void request_read_cb(struct bufferevent *bev, void *userdata)
 {
     struct tunnel_conn *c = userdata;
@@ -488,8 +493,7 @@ static void request_read_cb(struct bufferevent *bev, void *userdata)
         return;
     }
     /* A guest that accepts and never answers cannot take every tunnel. */
-    if (sandbox_tunnels(c->t, c->id) >
-        MAX(listener_max_conns(c->t->listener) / 8, (unsigned)TUNNEL_MAX_PER_SANDBOX_MIN)) {
+    if (sandbox_tunnels(c->t, c->id) > max_per_sandbox(c->t)) {
         conn_fail(c, 503, "too many tunnels to this sandbox");
         return;
     }
@@ -615,6 +619,9 @@ int tunnel_new(struct manager *m, const char *path, struct tunnel **ret)
     if (r < 0) {
         goto fail; /* the listener closed fd; the path is unlinked below */
     }
+    /* tests/ingress/test_load.py reads the caps here. */
+    log_info("tunnels: at most %u, %u per sandbox", listener_max_conns(t->listener),
+             max_per_sandbox(t));
     t->sweep = event_new(m->base, -1, EV_PERSIST, sweep_cb, t);
     if (!t->sweep || event_add(t->sweep, &sweep) < 0) {
         r = -ENOMEM;

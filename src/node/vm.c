@@ -65,6 +65,7 @@ int vm_new(const char *template_name, unsigned vcpus, unsigned memory_mib, struc
     vm->rec.memory_mib = memory_mib;
     vm->rec.created_at = now_realtime();
     vm->rec.state = VM_CREATING;
+    vm->dns_fd = vm->gateway_fd = -EBADF;
     *ret = vm;
     return 0;
 }
@@ -74,6 +75,9 @@ struct vm *vm_free(struct vm *vm)
     if (vm) {
         runtime_vm_free(vm->rt);
         free(vm->init_json);
+        instance_record_release(&vm->rec);
+        close_safe(vm->dns_fd);
+        close_safe(vm->gateway_fd);
         free(vm);
     }
     return NULL;
@@ -706,11 +710,13 @@ static int vm_load(const struct vm_host *host, const char *iid, struct vm **ret,
     if (!vm) {
         return -ENOMEM;
     }
+    vm->dns_fd = vm->gateway_fd = -EBADF;
     *ret_record_ok = read_file(path, 1 << 16, &text, NULL) >= 0 &&
                      instance_record_from_json(text, &vm->rec) >= 0 &&
                      strcmp(vm->rec.iid, iid) == 0;
     if (!*ret_record_ok) {
         /* Unreadable (a crash before the first write): destroy by directory name. */
+        instance_record_release(&vm->rec);
         vm->rec = (struct instance_record){ .state = VM_CREATING };
         memcpy(vm->rec.iid, iid, INSTANCE_ID_LEN + 1);
     }

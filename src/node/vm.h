@@ -43,6 +43,9 @@ struct vm {
     struct vm_timing timing;
     unsigned busy;   /* workers using this vm besides its owner (exec) */
     char *init_json; /* body for the agent's POST /init after boot (envd), or NULL */
+    /* The egress sockets in its namespace (netslot_open_listeners()), -EBADF until the
+     * gateway client opens them; closed by vm_free(). Loop thread only. */
+    int dns_fd, gateway_fd;
 };
 
 /* Loop thread only: moves vm to `to`, asserting the row exists in the state table. */

@@ -1,0 +1,1098 @@
+/*
+ * The egress gateway of one sandbox (gateway.h).
+ *
+ * A connection goes through these phases:
+ *
+ *   SNIFF   accepted; SO_ORIGINAL_DST says where the guest was going. The
+ *           first bytes are peeked, not read (MSG_PEEK, SO_RCVLOWAT to wait
+ *           for more without spinning), so every path below still finds the
+ *           stream untouched:
+ *             0x16                  TLS: a ClientHello (tls-hello.h)
+ *             "TOKEN "              HTTP: a request line
+ *             anything else         raw TCP: only by address (CIDR entry)
+ *           A guest that sends nothing for GW_SERVER_FIRST_MSEC may be a
+ *           server-speaks-first protocol: raw TCP if the address is allowed.
+ *           Nothing at all within GW_FIRST_BYTE_SEC: closed (slowloris).
+ *   TCP     the shared relay (splice) between the guest and our own
+ *           connection to the destination; audited when it ends.
+ *   HTTP    one exchange at a time: the request head is read whole (at most
+ *           HTTP1_HEAD_MAX, within GW_HEAD_SEC of its first byte), checked
+ *           by http-gate.h, rewritten without hop-by-hop fields and sent on
+ *           a fresh upstream connection to the destination; its body is
+ *           framed (Content-Length / chunked), so the bytes after it are the
+ *           next request and get checked again; the response head is parsed
+ *           and its body framed too, so a kept-alive guest connection stays
+ *           in step. A denied request gets 403 and the connection closes.
+ *
+ * Every decision makes one audit record; an allowed exchange or relay is
+ * recorded when it ends, with the bytes each way and its duration. Limits:
+ * limits.conns_per_sandbox open connections per sandbox, gw->max_conns in
+ * all; nothing here blocks, so one sandbox's load waits only on its own caps.
+ */
+#include "gw/gateway.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "basic/fd-util.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/strbuf.h"
+#include "basic/time-util.h"
+#include "gw/audit.h"
+#include "gw/http-gate.h"
+#include "gw/policy.h"
+#include "gw/resolved.h"
+#include "gw/sandbox.h"
+#include "shared/http1.h"
+#include "shared/json-util.h"
+#include "shared/listener.h"
+#include "shared/relay.h"
+
+#ifndef SO_ORIGINAL_DST
+#define SO_ORIGINAL_DST 80 /* linux/netfilter_ipv4.h, which clashes with netinet/in.h */
+#endif
+
+#define GW_FIRST_BYTE_SEC 10     /* accept -> the whole first head / ClientHello */
+#define GW_HEAD_SEC 10           /* first byte of a head -> its end */
+#define GW_KEEPALIVE_SEC 60      /* waiting for the next request */
+#define GW_SERVER_FIRST_MSEC 500 /* silence that makes a raw TCP guess */
+#define GW_CONNECT_SEC 10        /* dialing the destination */
+#define GW_IDLE_SEC 300          /* no byte either way */
+#define GW_HIGH_WATER (256u * 1024)
+#define GW_SNIFF_MAX 16 /* bytes enough to tell HTTP from the rest */
+#define GW_METHOD_MAX 15
+
+enum phase { PH_SNIFF, PH_DIAL_TCP, PH_TCP, PH_HTTP, PH_CLOSED };
+enum up_mode { UP_HEAD, UP_DIAL, UP_BODY, UP_NEXT, UP_DISCARD, UP_RAW };
+enum down_mode { DOWN_NONE, DOWN_HEAD, DOWN_BODY, DOWN_RAW };
+
+struct gw_conn {
+    struct gateway *g;
+    struct gw_conn *prev, *next;
+    enum phase phase;
+    int fd, up_fd;
+    struct sockaddr_in dst;
+    char dst_str[INET_ADDRSTRLEN];
+    uint16_t port;
+    bool from_listener;                          /* counted in g->listener */
+    struct event *ev, *dial_ev, *timer, *reaper; /* ev: sniffing; dial_ev: connecting */
+    usec_t start, last_active, deadline;
+    size_t peeked; /* SO_RCVLOWAT waits for more than this */
+    struct relay *relay;
+    enum policy_reason tcp_reason;
+    /* HTTP */
+    struct bufferevent *client, *upstream;
+    enum up_mode up;
+    enum down_mode down;
+    struct http1_body body, resp_body;
+    struct strbuf fwd; /* the rewritten head, until the upstream is connected */
+    size_t scan;       /* http1_find_end() resume */
+    bool keep_alive, head_request, upgrade, client_eof, close_after_flush, sent_response;
+    unsigned requests;
+    /* the exchange being audited */
+    char host[POLICY_NAME_MAX + 1];
+    char method[GW_METHOD_MAX + 1];
+    const char *reason;
+    uint64_t ex_out, ex_in;
+    usec_t ex_start;
+    bool ex_open;
+};
+
+struct gateway {
+    struct sandbox *sb;
+    struct listener *listener;
+    struct gw_conn *conns;
+    unsigned n_conns;
+};
+
+/* ---- audit ---- */
+
+static void set_str(json_t *rec, const char *key, const char *s)
+{
+    if (s && s[0]) {
+        json_object_set_new(rec, key, json_util_string_lossy(s, strlen(s)));
+    }
+}
+
+static void audit_conn(struct gw_conn *c, const char *proto, bool allow, const char *reason,
+                       bool with_traffic, uint64_t out, uint64_t in, usec_t since)
+{
+    struct sandbox *sb = c->g->sb;
+    json_t *rec = audit_record_new(sb->id, proto);
+
+    if (!rec) {
+        return;
+    }
+    if (strcmp(proto, "http") == 0) {
+        set_str(rec, "host", c->host);
+        set_str(rec, "method", c->method);
+    }
+    if (c->dst_str[0]) {
+        json_object_set_new(rec, "dst", json_string(c->dst_str));
+        json_object_set_new(rec, "port", json_integer(c->port));
+    }
+    json_object_set_new(rec, "verdict", json_string(allow ? "allow" : "deny"));
+    set_str(rec, "reason", reason);
+    if (with_traffic) {
+        json_object_set_new(rec, "bytesOut", json_integer((json_int_t)out));
+        json_object_set_new(rec, "bytesIn", json_integer((json_int_t)in));
+        json_object_set_new(rec, "durationMs",
+                            json_integer((json_int_t)((now_monotonic() - since) / USEC_PER_MSEC)));
+    }
+    gw_audit(sb->gw, rec);
+}
+
+/* The HTTP exchange in progress ends (allowed: its record goes now, with its traffic). */
+static void exchange_end(struct gw_conn *c)
+{
+    if (c->ex_open) {
+        c->ex_open = false;
+        audit_conn(c, "http", true, c->reason, true, c->ex_out, c->ex_in, c->ex_start);
+    }
+}
+
+/* ---- lifetime ---- */
+
+static void conn_free(struct gw_conn *c)
+{
+    struct gateway *g = c->g;
+    struct sandbox *sb = g->sb;
+
+    if (c->prev) {
+        c->prev->next = c->next;
+    } else {
+        g->conns = c->next;
+    }
+    if (c->next) {
+        c->next->prev = c->prev;
+    }
+    g->n_conns--;
+    sb->gw->n_conns--;
+    if (c->from_listener && g->listener) {
+        listener_release(g->listener, NULL);
+    }
+    if (c->client) {
+        bufferevent_free(c->client);
+    }
+    if (c->upstream) {
+        bufferevent_free(c->upstream);
+    }
+    relay_free(c->relay);
+    if (c->ev) {
+        event_free(c->ev);
+    }
+    if (c->dial_ev) {
+        event_free(c->dial_ev);
+    }
+    if (c->timer) {
+        event_free(c->timer);
+    }
+    if (c->reaper) {
+        event_free(c->reaper);
+    }
+    close_safe(c->fd);
+    close_safe(c->up_fd);
+    strbuf_release(&c->fwd);
+    free(c);
+}
+
+static void reap_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct gw_conn *c = userdata;
+    struct sandbox *sb = c->g->sb;
+
+    conn_free(c);
+    sandbox_maybe_free(sb); /* last: it may free the gateway */
+}
+
+static void bev_stop(struct bufferevent *bev)
+{
+    if (bev) {
+        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+        bufferevent_disable(bev, EV_READ | EV_WRITE);
+    }
+}
+
+/* Stops all I/O now; the memory goes in reap_cb(), outside c's callbacks (R15). */
+static void conn_close(struct gw_conn *c, const char *why)
+{
+    if (c->phase == PH_CLOSED) {
+        return;
+    }
+    if (why) {
+        log_sandbox_debug(c->g->sb->id, "gateway connection to %s:%u closed: %s", c->dst_str,
+                          (unsigned)c->port, why);
+    }
+    exchange_end(c);
+    c->phase = PH_CLOSED;
+    if (c->ev) {
+        event_del(c->ev);
+    }
+    if (c->dial_ev) {
+        event_del(c->dial_ev);
+    }
+    event_del(c->timer);
+    bev_stop(c->client);
+    bev_stop(c->upstream);
+    event_active(c->reaper, EV_TIMEOUT, 1);
+}
+
+/* Closes with a reset: a denied raw connection learns nothing but "no". */
+static void conn_reset(struct gw_conn *c, const char *why)
+{
+    struct linger l = { 1, 0 };
+    int fd = c->fd >= 0 ? c->fd : (c->client ? bufferevent_getfd(c->client) : -1);
+
+    if (fd >= 0) {
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    }
+    conn_close(c, why);
+}
+
+static void timer_in(struct gw_conn *c, usec_t usec)
+{
+    struct timeval tv = { (time_t)(usec / USEC_PER_SEC), (suseconds_t)(usec % USEC_PER_SEC) };
+    evtimer_add(c->timer, &tv);
+}
+
+/* Time left of the accept -> first head/ClientHello deadline. */
+static usec_t first_byte_left(const struct gw_conn *c)
+{
+    usec_t deadline = c->start + GW_FIRST_BYTE_SEC * USEC_PER_SEC, now = now_monotonic();
+    return deadline > now ? deadline - now : 0;
+}
+
+/* ---- dialing ---- */
+
+typedef void (*dial_done_fn)(struct gw_conn *c, int error);
+
+static int dial_start(struct gw_conn *c, event_callback_fn cb)
+{
+    int one = 1;
+    struct timeval tv = { GW_CONNECT_SEC, 0 };
+
+    c->up_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->up_fd < 0) {
+        return -errno;
+    }
+    (void)setsockopt(c->up_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(c->up_fd, (struct sockaddr *)&c->dst, sizeof(c->dst)) < 0 && errno != EINPROGRESS) {
+        return -errno;
+    }
+    /* Reused for each dial of the connection (never pending here: it fired or never ran). */
+    if (!c->dial_ev) {
+        c->dial_ev = event_new(c->g->sb->gw->base, c->up_fd, EV_WRITE, cb, c);
+    } else {
+        event_del(c->dial_ev);
+        event_assign(c->dial_ev, c->g->sb->gw->base, c->up_fd, EV_WRITE, cb, c);
+    }
+    if (!c->dial_ev || event_add(c->dial_ev, &tv) < 0) {
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static int dial_result(struct gw_conn *c, short what)
+{
+    int err = 0;
+    socklen_t l = sizeof(err);
+
+    if (what & EV_TIMEOUT) {
+        return -ETIMEDOUT;
+    }
+    if (getsockopt(c->up_fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0) {
+        return -errno;
+    }
+    return -err;
+}
+
+/* ---- raw TCP ---- */
+
+static void relay_done(struct relay *r, int error, void *userdata)
+{
+    struct gw_conn *c = userdata;
+
+    audit_conn(c, "tcp", true, policy_reason_str(c->tcp_reason), true, relay_bytes(r, RELAY_B),
+               relay_bytes(r, RELAY_A), c->start);
+    conn_close(c, error == 0 ? "done" : error == -ETIMEDOUT ? "idle timeout" : "connection error");
+}
+
+static void tcp_connected_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct gw_conn *c = userdata;
+    int r = dial_result(c, what);
+
+    if (r >= 0) {
+        r = relay_new(c->g->sb->gw->base, c->fd, c->up_fd, GW_IDLE_SEC, relay_done, c, &c->relay);
+    }
+    if (r < 0) {
+        audit_conn(c, "tcp", false, "upstream-unreachable", false, 0, 0, 0);
+        conn_reset(c, "upstream unreachable");
+        return;
+    }
+    c->fd = c->up_fd = -EBADF; /* the relay's now */
+    c->phase = PH_TCP;
+    event_del(c->timer);
+    if (relay_start(c->relay) < 0) {
+        conn_close(c, "cannot start the relay");
+    }
+}
+
+static void start_tcp(struct gw_conn *c)
+{
+    struct sandbox *sb = c->g->sb;
+
+    c->tcp_reason = policy_check_addr(sb->policy, &sb->gw->env, AF_INET, &c->dst.sin_addr, c->port);
+    if (!policy_reason_allows(c->tcp_reason)) {
+        audit_conn(c, "tcp", false, policy_reason_str(c->tcp_reason), false, 0, 0, 0);
+        conn_reset(c, "raw TCP denied");
+        return;
+    }
+    (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &(int){ 1 }, sizeof(int));
+    c->phase = PH_DIAL_TCP;
+    if (dial_start(c, tcp_connected_cb) < 0) {
+        audit_conn(c, "tcp", false, "upstream-unreachable", false, 0, 0, 0);
+        conn_reset(c, "cannot dial");
+    }
+}
+
+/* ---- HTTP ---- */
+
+static void http_next(struct gw_conn *c);
+static void http_head(struct gw_conn *c);
+
+static void write_to_client(struct gw_conn *c, const char *buf, size_t len)
+{
+    (void)evbuffer_add(bufferevent_get_output(c->client), buf, len);
+}
+
+static void client_flush_close_cb(struct bufferevent *bev, void *userdata)
+{
+    struct gw_conn *c = userdata;
+
+    if (c->close_after_flush && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+        (void)shutdown(bufferevent_getfd(bev), SHUT_WR);
+        conn_close(c, "done");
+    }
+}
+
+/* Everything written to the client goes out, then the connection closes. */
+static void close_after_flush(struct gw_conn *c)
+{
+    c->close_after_flush = true;
+    if (c->upstream) {
+        bev_stop(c->upstream);
+    }
+    c->up = UP_DISCARD;
+    evbuffer_drain(bufferevent_get_input(c->client),
+                   evbuffer_get_length(bufferevent_get_input(c->client)));
+    bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+    bufferevent_enable(c->client, EV_WRITE);
+    timer_in(c, GW_HEAD_SEC * USEC_PER_SEC);
+    client_flush_close_cb(c->client, c);
+}
+
+/* Our own answer (403, 400, 502...): short text, then close. */
+static void http_reply(struct gw_conn *c, int status, const char *phrase, const char *reason)
+{
+    char buf[512], body[256];
+    int bn = snprintf(body, sizeof(body), "space-gw: %s (%s)\n", phrase, reason);
+    int n = snprintf(buf, sizeof(buf),
+                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     "Content-Length: %d\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n%s",
+                     status, phrase, bn, body);
+    if (!c->sent_response) {
+        write_to_client(c, buf, (size_t)MIN(n, (int)sizeof(buf) - 1));
+    }
+    c->sent_response = true;
+    close_after_flush(c);
+}
+
+static void http_deny(struct gw_conn *c, int status, const char *phrase, const char *reason)
+{
+    exchange_end(c);
+    audit_conn(c, "http", false, reason, false, 0, 0, 0);
+    http_reply(c, status, phrase, reason);
+}
+
+static void touch(struct gw_conn *c)
+{
+    c->last_active = now_monotonic();
+}
+
+/* Client bytes after a head that passed. */
+static void up_pump(struct gw_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->client);
+    struct evbuffer *out;
+
+    touch(c);
+    switch (c->up) {
+    case UP_HEAD:
+        http_head(c);
+        return;
+    case UP_DIAL:
+    case UP_NEXT:
+        return; /* held: read later (the read side is disabled meanwhile) */
+    case UP_DISCARD:
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    case UP_RAW:
+        out = bufferevent_get_output(c->upstream);
+        c->ex_out += evbuffer_get_length(in);
+        (void)evbuffer_add_buffer(out, in);
+        break;
+    case UP_BODY:
+        out = bufferevent_get_output(c->upstream);
+        while (!c->body.done && evbuffer_get_length(in) > 0) {
+            struct evbuffer_iovec v;
+            if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
+                break;
+            }
+            ssize_t n = http1_body_feed(&c->body, v.iov_base, v.iov_len, NULL, NULL);
+            if (n < 0) {
+                http_deny(c, 400, "Bad Request", "malformed-body");
+                return;
+            }
+            c->ex_out += (uint64_t)n;
+            if (evbuffer_remove_buffer(in, out, (size_t)n) != (int)n) {
+                conn_close(c, "out of memory");
+                return;
+            }
+        }
+        if (c->body.done) {
+            /* What follows is the next request: it waits (unread) for this response. */
+            c->up = c->keep_alive ? UP_NEXT : UP_DISCARD;
+            if (c->up == UP_NEXT) {
+                bufferevent_disable(c->client, EV_READ);
+                return;
+            }
+            evbuffer_drain(in, evbuffer_get_length(in));
+        }
+        break;
+    }
+    if (c->upstream && evbuffer_get_length(bufferevent_get_output(c->upstream)) >= GW_HIGH_WATER) {
+        bufferevent_disable(c->client, EV_READ);
+    }
+}
+
+static void client_read_cb(struct bufferevent *bev, void *userdata)
+{
+    up_pump(userdata);
+}
+
+static void client_write_cb(struct bufferevent *bev, void *userdata)
+{
+    struct gw_conn *c = userdata;
+
+    if (c->close_after_flush) {
+        client_flush_close_cb(bev, c);
+        return;
+    }
+    /* Below the high water mark again: the upstream may deliver more. */
+    if (c->upstream && c->down != DOWN_NONE) {
+        bufferevent_enable(c->upstream, EV_READ);
+    }
+}
+
+static void client_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    struct gw_conn *c = userdata;
+
+    if (what & BEV_EVENT_EOF) {
+        c->client_eof = true;
+        bufferevent_disable(bev, EV_READ);
+        if (c->up == UP_HEAD || (c->up == UP_BODY && !c->body.done)) {
+            /* Between requests, or in the middle of a body: nothing more can be forwarded. */
+            conn_close(c, c->up == UP_HEAD ? "client closed" : "client closed mid-body");
+            return;
+        }
+        if (c->up == UP_RAW && c->upstream) {
+            (void)shutdown(bufferevent_getfd(c->upstream), SHUT_WR);
+        }
+        return;
+    }
+    conn_close(c, "client error");
+}
+
+/* The response is complete: the next request, or the end. */
+static void response_done(struct gw_conn *c)
+{
+    exchange_end(c);
+    if (c->upstream) {
+        bufferevent_free(c->upstream);
+        c->upstream = NULL;
+    }
+    c->down = DOWN_NONE;
+    if (c->keep_alive && c->up == UP_NEXT && !c->client_eof) {
+        http_next(c);
+        return;
+    }
+    close_after_flush(c);
+}
+
+static void upstream_read_cb(struct bufferevent *bev, void *userdata);
+
+/* A final or interim response head is complete in the upstream input. */
+static int down_head(struct gw_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->upstream);
+    size_t len = MIN(evbuffer_get_length(in), (size_t)HTTP1_HEAD_MAX);
+    char *p = (char *)evbuffer_pullup(in, (ssize_t)len);
+    size_t end = p ? http1_find_end(p, len, &c->scan) : 0;
+    struct http1_response resp;
+    struct strbuf sb = STRBUF_INIT;
+
+    if (end == 0) {
+        if (len >= HTTP1_HEAD_MAX) {
+            return -E2BIG;
+        }
+        return 0; /* more to come */
+    }
+    c->scan = 0;
+    if (http1_parse_response(p, end, &resp) < 0) {
+        return -EBADMSG;
+    }
+    if (resp.status == 101) {
+        if (!c->upgrade) {
+            return -EBADMSG;
+        }
+        c->ex_in += end;
+        (void)evbuffer_remove_buffer(in, bufferevent_get_output(c->client), end);
+        c->up = UP_RAW;
+        c->down = DOWN_RAW;
+        c->sent_response = true;
+        bufferevent_enable(c->client, EV_READ);
+        return 1;
+    }
+    if (resp.status < 200) {
+        /* Interim (100 Continue, 103): passed on as is, the final one follows. */
+        c->ex_in += end;
+        (void)evbuffer_remove_buffer(in, bufferevent_get_output(c->client), end);
+        return 1;
+    }
+    if (resp.until_eof && !c->head_request && resp.status != 204 && resp.status != 304) {
+        c->keep_alive = false; /* a body that ends at EOF can only end the connection */
+    }
+    if (http1_rewrite_response(p, &resp, c->keep_alive ? "keep-alive" : "close", &sb) < 0) {
+        strbuf_release(&sb);
+        return -E2BIG;
+    }
+    evbuffer_drain(in, end);
+    c->ex_in += sb.len;
+    (void)evbuffer_add(bufferevent_get_output(c->client), sb.buf, sb.len);
+    strbuf_release(&sb);
+    c->sent_response = true;
+    http1_body_init_response(&c->resp_body, &resp, c->head_request);
+    c->down = DOWN_BODY;
+    return 1;
+}
+
+static void down_pump(struct gw_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->upstream);
+    struct evbuffer *out = bufferevent_get_output(c->client);
+    int r;
+
+    touch(c);
+    while (c->down == DOWN_HEAD && evbuffer_get_length(in) > 0) {
+        r = down_head(c);
+        if (r == 0) {
+            return;
+        }
+        if (r < 0) {
+            exchange_end(c);
+            audit_conn(c, "http", false, "bad-upstream-response", false, 0, 0, 0);
+            if (c->sent_response) {
+                conn_close(c, "bad upstream response");
+            } else {
+                http_reply(c, 502, "Bad Gateway", "bad-upstream-response");
+            }
+            return;
+        }
+    }
+    if (c->down == DOWN_RAW) {
+        c->ex_in += evbuffer_get_length(in);
+        (void)evbuffer_add_buffer(out, in);
+    } else if (c->down == DOWN_BODY) {
+        while (!c->resp_body.done && evbuffer_get_length(in) > 0) {
+            struct evbuffer_iovec v;
+            if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
+                break;
+            }
+            ssize_t n = http1_body_feed(&c->resp_body, v.iov_base, v.iov_len, NULL, NULL);
+            if (n < 0) {
+                conn_close(c, "malformed upstream body");
+                return;
+            }
+            c->ex_in += (uint64_t)n;
+            (void)evbuffer_remove_buffer(in, out, (size_t)n);
+        }
+        if (c->resp_body.done || c->resp_body.kind == HTTP1_BODY_NONE) {
+            response_done(c);
+            return;
+        }
+    }
+    if (evbuffer_get_length(out) >= GW_HIGH_WATER) {
+        bufferevent_disable(c->upstream, EV_READ);
+    }
+}
+
+static void upstream_read_cb(struct bufferevent *bev, void *userdata)
+{
+    down_pump(userdata);
+}
+
+static void upstream_write_cb(struct bufferevent *bev, void *userdata)
+{
+    struct gw_conn *c = userdata;
+
+    if (c->up == UP_BODY || c->up == UP_RAW) {
+        bufferevent_enable(c->client, EV_READ);
+    }
+}
+
+static void upstream_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    struct gw_conn *c = userdata;
+
+    if (what & BEV_EVENT_EOF) {
+        if (c->down == DOWN_BODY && c->resp_body.kind == HTTP1_BODY_UNTIL_EOF) {
+            response_done(c);
+            return;
+        }
+        if (c->down == DOWN_RAW) {
+            close_after_flush(c);
+            return;
+        }
+        if (c->down == DOWN_HEAD && !c->sent_response) {
+            exchange_end(c);
+            http_reply(c, 502, "Bad Gateway", "upstream-closed");
+            return;
+        }
+    }
+    if (!c->sent_response) {
+        c->ex_open = false;
+        audit_conn(c, "http", false, "upstream-error", false, 0, 0, 0);
+        http_reply(c, 502, "Bad Gateway", "upstream-error");
+        return;
+    }
+    conn_close(c, "upstream closed mid-response");
+}
+
+static void http_connected_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct gw_conn *c = userdata;
+    int r = dial_result(c, what);
+
+    if (r < 0) {
+        c->ex_open = false;
+        audit_conn(c, "http", false, "upstream-unreachable", false, 0, 0, 0);
+        close_safe(c->up_fd);
+        c->up_fd = -EBADF;
+        http_reply(c, 502, "Bad Gateway", "upstream-unreachable");
+        return;
+    }
+    c->upstream = bufferevent_socket_new(c->g->sb->gw->base, c->up_fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->upstream) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    c->up_fd = -EBADF;
+    bufferevent_setcb(c->upstream, upstream_read_cb, upstream_write_cb, upstream_event_cb, c);
+    bufferevent_setwatermark(c->upstream, EV_WRITE, GW_HIGH_WATER / 2, 0);
+    bufferevent_setwatermark(c->client, EV_WRITE, GW_HIGH_WATER / 2, 0);
+    c->ex_out += c->fwd.len;
+    (void)evbuffer_add(bufferevent_get_output(c->upstream), c->fwd.buf, c->fwd.len);
+    strbuf_release(&c->fwd);
+    bufferevent_enable(c->upstream, EV_READ | EV_WRITE);
+    c->down = DOWN_HEAD;
+    c->up = UP_BODY;
+    if (c->body.kind == HTTP1_BODY_NONE || c->body.done) {
+        c->body.done = true;
+        c->up = c->keep_alive ? UP_NEXT : UP_DISCARD;
+    }
+    if (c->up != UP_NEXT) {
+        bufferevent_enable(c->client, EV_READ);
+    }
+    up_pump(c);
+}
+
+/* A complete request head is at the front of the client's input. */
+static void http_request(struct gw_conn *c, const char *head, size_t len)
+{
+    struct sandbox *sb = c->g->sb;
+    struct http1_request req;
+    struct http_gate_result res;
+    int r;
+
+    c->host[0] = '\0';
+    c->method[0] = '\0';
+    if (len >= 8 && memcmp(head, "CONNECT ", 8) == 0) {
+        /* Refused by name before the parser (which has no authority-form): a tunnel. */
+        snprintf(c->method, sizeof(c->method), "CONNECT");
+        http_deny(c, 403, "Forbidden", "connect");
+        return;
+    }
+    r = http1_parse_request(head, len, &req);
+    if (r < 0) {
+        const char *why = r == -E2BIG             ? "head-too-large"
+                          : r == -EPROTONOSUPPORT ? "bad-version"
+                                                  : "malformed-request";
+        http_deny(c, r == -E2BIG ? 431 : 400, "Bad Request", why);
+        return;
+    }
+    snprintf(c->method, sizeof(c->method), "%.*s", (int)MIN(req.method.n, (size_t)GW_METHOD_MAX),
+             req.method.p);
+    struct http_gate_input in = {
+        .policy = sb->policy,
+        .env = &sb->gw->env,
+        .resolved = sb->resolved,
+        .dst = c->dst.sin_addr,
+        .port = c->port,
+        .sni = NULL,
+        .now = now_monotonic(),
+    };
+    http_gate_check(&in, head, &req, &res);
+    snprintf(c->host, sizeof(c->host), "%s", res.host);
+    if (!res.allow) {
+        http_deny(c, 403, "Forbidden", res.reason);
+        return;
+    }
+    strbuf_release(&c->fwd);
+    if (http1_rewrite_request(head, &req, &c->fwd) < 0) {
+        http_deny(c, 431, "Request Header Fields Too Large", "head-too-large");
+        return;
+    }
+    evbuffer_drain(bufferevent_get_input(c->client), req.head_len);
+    c->requests++;
+    c->keep_alive = req.keep_alive && !req.upgrade;
+    c->upgrade = req.upgrade;
+    c->head_request = http1_span_eq(req.method, "HEAD");
+    c->sent_response = false;
+    http1_body_init_request(&c->body, &req);
+    c->reason = res.reason;
+    c->ex_open = true;
+    c->ex_out = c->ex_in = 0;
+    c->ex_start = now_monotonic();
+    c->up = UP_DIAL;
+    bufferevent_disable(c->client, EV_READ);
+    timer_in(c, 10 * USEC_PER_SEC); /* the idle check from here on */
+    if (dial_start(c, http_connected_cb) < 0) {
+        c->ex_open = false;
+        audit_conn(c, "http", false, "upstream-unreachable", false, 0, 0, 0);
+        http_reply(c, 502, "Bad Gateway", "upstream-unreachable");
+    }
+}
+
+/* UP_HEAD: looks for the end of the request head in the client's input. */
+static void http_head(struct gw_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->client);
+    size_t len = MIN(evbuffer_get_length(in), (size_t)HTTP1_HEAD_MAX);
+    char *p;
+    size_t end;
+
+    if (len == 0) {
+        return;
+    }
+    if (c->deadline == 0) {
+        /* The head's first byte: the whole head within GW_HEAD_SEC (slowloris). */
+        c->deadline = now_monotonic() + GW_HEAD_SEC * USEC_PER_SEC;
+        timer_in(c, GW_HEAD_SEC * USEC_PER_SEC);
+    }
+    p = (char *)evbuffer_pullup(in, (ssize_t)len);
+    end = p ? http1_find_end(p, len, &c->scan) : 0;
+    if (end == 0) {
+        if (len >= HTTP1_HEAD_MAX) {
+            http_deny(c, 431, "Request Header Fields Too Large", "head-too-large");
+        }
+        return;
+    }
+    c->scan = 0;
+    c->deadline = 0;
+    http_request(c, p, end);
+}
+
+/* Ready for the next request on a kept-alive connection. */
+static void http_next(struct gw_conn *c)
+{
+    c->up = UP_HEAD;
+    c->sent_response = false;
+    c->scan = 0;
+    c->deadline = 0;
+    timer_in(c, GW_KEEPALIVE_SEC * USEC_PER_SEC);
+    bufferevent_enable(c->client, EV_READ);
+    if (evbuffer_get_length(bufferevent_get_input(c->client)) > 0) {
+        http_head(c);
+    }
+}
+
+static void start_http(struct gw_conn *c)
+{
+    (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &(int){ 1 }, sizeof(int));
+    event_del(c->ev); /* freed with c: this may be its own callback */
+    c->client = bufferevent_socket_new(c->g->sb->gw->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->client) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    c->fd = -EBADF;
+    c->phase = PH_HTTP;
+    bufferevent_setcb(c->client, client_read_cb, client_write_cb, client_event_cb, c);
+    bufferevent_setwatermark(c->client, EV_READ, 0, HTTP1_HEAD_MAX);
+    c->up = UP_HEAD;
+    /* The first head keeps the accept deadline (GW_FIRST_BYTE_SEC): it is already running. */
+    c->deadline = c->start + GW_FIRST_BYTE_SEC * USEC_PER_SEC;
+    timer_in(c, first_byte_left(c));
+    bufferevent_enable(c->client, EV_READ);
+}
+
+/* ---- sniffing ---- */
+
+static bool is_upper(uint8_t b)
+{
+    return b >= 'A' && b <= 'Z';
+}
+
+static void start_tls(struct gw_conn *c)
+{
+    /* Until TLS termination lands (tls-hello.h, tls-term.h): TLS cannot be checked, so it
+     * does not pass. */
+    audit_conn(c, "tls", false, "tls-unsupported", false, 0, 0, 0);
+    conn_reset(c, "TLS not supported yet");
+}
+
+static void sniff_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct gw_conn *c = userdata;
+    uint8_t buf[GW_SNIFF_MAX];
+    ssize_t n;
+    size_t i;
+
+    if (what & EV_TIMEOUT) {
+        return; /* the conn timer decides */
+    }
+    n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) {
+            return;
+        }
+        conn_close(c, "receive error");
+        return;
+    }
+    if (n == 0) {
+        conn_close(c, "closed before sending");
+        return;
+    }
+    event_del(c->timer);
+    if (buf[0] == 0x16) {
+        start_tls(c);
+        return;
+    }
+    for (i = 0; i < (size_t)n && is_upper(buf[i]); i++) {
+    }
+    if (i > 0 && i < (size_t)n && i <= GW_METHOD_MAX && buf[i] == ' ') {
+        start_http(c);
+        return;
+    }
+    if (i == (size_t)n && i <= GW_METHOD_MAX) {
+        /* Maybe a method still arriving: wake up when there is more than this. */
+        int lowat = (int)n + 1;
+        c->peeked = (size_t)n;
+        (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+        timer_in(c, first_byte_left(c));
+        return;
+    }
+    event_del(c->ev);
+    start_tcp(c);
+}
+
+static void conn_timer_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct gw_conn *c = userdata;
+    usec_t now = now_monotonic();
+
+    switch (c->phase) {
+    case PH_SNIFF:
+        if (c->peeked == 0 && now - c->start < GW_FIRST_BYTE_SEC * USEC_PER_SEC) {
+            /* Silence: a server-speaks-first protocol, if the address may be reached raw. */
+            struct sandbox *sb = c->g->sb;
+            if (policy_reason_allows(policy_check_addr(sb->policy, &sb->gw->env, AF_INET,
+                                                       &c->dst.sin_addr, c->port))) {
+                event_del(c->ev);
+                start_tcp(c);
+                return;
+            }
+            timer_in(c, first_byte_left(c));
+            return;
+        }
+        audit_conn(c, "tcp", false, "first-byte-timeout", false, 0, 0, 0);
+        conn_reset(c, "first byte timeout");
+        return;
+    case PH_HTTP:
+        if (c->close_after_flush) {
+            conn_close(c, "linger timeout");
+            return;
+        }
+        if (c->up == UP_HEAD) {
+            if (c->deadline && now >= c->deadline) {
+                http_deny(c, 408, "Request Timeout", "head-timeout");
+            } else if (c->deadline) {
+                timer_in(c, c->deadline - now);
+            } else {
+                conn_close(c, "keep-alive timeout");
+            }
+            return;
+        }
+        if (now - c->last_active >= GW_IDLE_SEC * USEC_PER_SEC) {
+            conn_close(c, "idle timeout");
+            return;
+        }
+        timer_in(c, 10 * USEC_PER_SEC);
+        return;
+    default:
+        return;
+    }
+}
+
+/* ---- accepting ---- */
+
+static void accept_cb(struct listener *l, int fd, const struct sockaddr *peer, socklen_t peer_len,
+                      void *userdata)
+{
+    struct gateway *g = userdata;
+    struct sandbox *sb = g->sb;
+    struct gw *gw = sb->gw;
+    struct gw_conn *c;
+    socklen_t dl = sizeof(struct sockaddr_in);
+
+    if (g->n_conns >= gw->limits.conns_per_sandbox || gw->n_conns >= gw->max_conns) {
+        /* Over a cap: refused before any byte is read (no audit flood from a flood). */
+        listener_release(l, peer);
+        close_safe(fd);
+        return;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        listener_release(l, peer);
+        close_safe(fd);
+        return;
+    }
+    c->g = g;
+    c->fd = fd;
+    c->up_fd = -EBADF;
+    c->from_listener = true;
+    c->start = c->last_active = now_monotonic();
+    c->next = g->conns;
+    if (c->next) {
+        c->next->prev = c;
+    }
+    g->conns = c;
+    g->n_conns++;
+    gw->n_conns++;
+    c->timer = evtimer_new(gw->base, conn_timer_cb, c);
+    c->reaper = event_new(gw->base, -1, 0, reap_cb, c);
+    c->ev = event_new(gw->base, fd, EV_READ | EV_PERSIST, sniff_cb, c);
+    if (!c->timer || !c->reaper || !c->ev) {
+        if (c->reaper) {
+            conn_close(c, "out of memory");
+        } else {
+            conn_free(c);
+        }
+        return;
+    }
+    if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &c->dst, &dl) < 0 || dl != sizeof(c->dst) ||
+        c->dst.sin_family != AF_INET) {
+        /* Not redirected by the sandbox's nftables: nowhere the guest chose to go. */
+        audit_conn(c, "tcp", false, "no-original-dst", false, 0, 0, 0);
+        conn_reset(c, "no original destination");
+        return;
+    }
+    inet_ntop(AF_INET, &c->dst.sin_addr, c->dst_str, sizeof(c->dst_str));
+    c->port = ntohs(c->dst.sin_port);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+    c->phase = PH_SNIFF;
+    event_add(c->ev, NULL);
+    timer_in(c, GW_SERVER_FIRST_MSEC * USEC_PER_MSEC);
+}
+
+int gateway_new(struct sandbox *sb, struct gateway **ret)
+{
+    struct gateway *g = calloc(1, sizeof(*g));
+
+    if (!g) {
+        return -ENOMEM;
+    }
+    g->sb = sb;
+    *ret = g;
+    return 0;
+}
+
+int gateway_listen(struct gateway *g, int fd)
+{
+    struct listener_limits lim = { .max_conns = g->sb->gw->limits.conns_per_sandbox * 2 };
+    struct listener *l = NULL;
+    int r;
+
+    gateway_stop_listening(g);
+    /* The node is asked for non-blocking sockets; a blocking one would stall the whole loop. */
+    r = fd_set_nonblock(fd, 1);
+    if (r < 0) {
+        close_safe(fd);
+        return r;
+    }
+    r = listener_new(g->sb->gw->base, fd, &lim, accept_cb, g, &l);
+    if (r < 0) {
+        return r;
+    }
+    g->listener = l;
+    return 0;
+}
+
+void gateway_stop_listening(struct gateway *g)
+{
+    /* Connections from it no longer count against a listener. */
+    for (struct gw_conn *c = g->conns; c; c = c->next) {
+        c->from_listener = false;
+    }
+    g->listener = listener_free(g->listener);
+}
+
+void gateway_close_all(struct gateway *g)
+{
+    gateway_stop_listening(g);
+    for (struct gw_conn *c = g->conns; c; c = c->next) {
+        conn_close(c, "sandbox detached");
+    }
+}
+
+unsigned gateway_conns(const struct gateway *g)
+{
+    return g ? g->n_conns : 0;
+}
+
+bool gateway_listening(const struct gateway *g)
+{
+    return g && g->listener;
+}
+
+struct gateway *gateway_free(struct gateway *g)
+{
+    if (!g) {
+        return NULL;
+    }
+    gateway_stop_listening(g);
+    while (g->conns) {
+        conn_free(g->conns);
+    }
+    free(g);
+    return NULL;
+}

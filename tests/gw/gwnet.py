@@ -1,0 +1,169 @@
+"""A small world for space-gw's own end-to-end tests, made of network namespaces
+this test creates (unique names per run, always removed):
+
+    guest  169.254.0.2/30 on g0, default route via 169.254.0.1, resolv.conf -> 169.254.0.1
+      |  veth
+    sbx    169.254.0.1/30 on s0 (the sandbox namespace space-node would own): nftables
+           redirects the guest's TCP to :15001; the driver opens the DNS socket (:53) and
+           the gateway listener (:15001) here and hands them to space-gw
+    inet   the simulated internet, where space-gw itself runs (ip netns exec): dnsmasq on
+           198.18.0.53, HTTP on 198.18.1.10 (allowed.test and forbidden.test: one address,
+           the CDN case) and 198.18.1.66 (a forbidden address, answers "leak")
+
+No route leaves these namespaces; nothing touches the host's own namespace. The gateway
+dials from "inet", the only place 198.18.0.0/15 exists.
+"""
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL("libc.so.6", use_errno=True)
+
+HTTP_SERVER = r'''
+import http.server, socketserver, sys, threading
+log = open(sys.argv[1], "a", buffering=1)
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        host = self.headers.get("Host", "")
+        local = self.connection.getsockname()[0]
+        log.write(f"{local} {host} {self.path} conn={self.headers.get('Connection','')}\n")
+        body = (b"leak\n" if local == "198.18.1.66" else
+                f"host={host} path={self.path}\n".encode())
+        if self.path.startswith("/big"):
+            body = b"x" * (4 << 20)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_POST = do_GET
+    def log_message(self, *a):
+        pass
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+for ip in ("198.18.1.10", "198.18.1.66"):
+    s = S((ip, 80), H)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+print("serving", flush=True)
+threading.Event().wait()
+'''
+
+
+def run(*args, check=True, **kw):
+    return subprocess.run(list(args), check=check, **kw)
+
+
+class Netns:
+    """setns(2) into a namespace for the duration of a call: sockets made inside stay there."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def call(self, fn, *args):
+        orig = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        target = os.open(f"/run/netns/{self.name}", os.O_RDONLY)
+        try:
+            if _libc.setns(target, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns")
+            try:
+                return fn(*args)
+            finally:
+                if _libc.setns(orig, CLONE_NEWNET) != 0:
+                    os._exit(99)  # never go on in the wrong namespace
+        finally:
+            os.close(orig)
+            os.close(target)
+
+    def socket(self, *args):
+        return self.call(socket.socket, *args)
+
+    def exec(self, *cmd, **kw):
+        return subprocess.run(["ip", "netns", "exec", self.name, *cmd], **kw)
+
+    def popen(self, *cmd, **kw):
+        return subprocess.Popen(["ip", "netns", "exec", self.name, *cmd],
+                                start_new_session=True, **kw)
+
+
+class World:
+    def __init__(self):
+        tag = uuid.uuid4().hex[:6]
+        self.tmp = tempfile.mkdtemp(prefix="gwtest-")
+        self.guest = Netns(f"gwt-g-{tag}")
+        self.sbx = Netns(f"gwt-s-{tag}")
+        self.inet = Netns(f"gwt-i-{tag}")
+        self.procs = []
+        self.dns_log = os.path.join(self.tmp, "dnsmasq.log")
+        self.http_log = os.path.join(self.tmp, "http.log")
+
+    def start(self):
+        g, s, i = self.guest.name, self.sbx.name, self.inet.name
+        for ns in (g, s, i):
+            run("ip", "netns", "add", ns)
+            run("ip", "-n", ns, "link", "set", "lo", "up")
+        run("ip", "-n", g, "link", "add", "g0", "type", "veth", "peer", "name", "s0", "netns", s)
+        run("ip", "-n", g, "addr", "add", "169.254.0.2/30", "dev", "g0")
+        run("ip", "-n", g, "link", "set", "g0", "up")
+        run("ip", "-n", g, "route", "add", "default", "via", "169.254.0.1")
+        run("ip", "-n", s, "addr", "add", "169.254.0.1/30", "dev", "s0")
+        run("ip", "-n", s, "link", "set", "s0", "up")
+        rules = ('table ip gwtest {\n chain pre {\n type nat hook prerouting priority dstnat;'
+                 ' policy accept;\n iifname "s0" ip daddr != 169.254.0.1 meta l4proto tcp '
+                 'redirect to :15001\n }\n}\n')
+        self.sbx.exec("nft", "-f", "-", input=rules.encode(), check=True)
+        for ip in ("198.18.0.53", "198.18.1.10", "198.18.1.66"):
+            run("ip", "-n", i, "addr", "add", f"{ip}/32", "dev", "lo")
+        os.makedirs(f"/etc/netns/{g}", exist_ok=True)
+        with open(f"/etc/netns/{g}/resolv.conf", "w") as f:
+            f.write("nameserver 169.254.0.1\noptions attempts:1 timeout:2\n")
+        with open(f"/etc/netns/{g}/hosts", "w") as f:
+            f.write("127.0.0.1 localhost\n")
+        self.procs.append(self.inet.popen(
+            "dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts", "--no-poll",
+            "--conf-file=/dev/null", "--listen-address=198.18.0.53", "--bind-interfaces",
+            "--address=/allowed.test/198.18.1.10", "--address=/forbidden.test/198.18.1.10",
+            "--address=/other.test/198.18.1.66", "--log-queries",
+            f"--log-facility={self.dns_log}", "--pid-file=", "--user=root",
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        script = os.path.join(self.tmp, "http_server.py")
+        with open(script, "w") as f:
+            f.write(HTTP_SERVER)
+        p = self.inet.popen("/usr/bin/python3", script, self.http_log, stdout=subprocess.PIPE)
+        self.procs.append(p)
+        assert p.stdout.readline().strip() == b"serving"
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.dns_log) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self
+
+    def read(self, path):
+        try:
+            with open(path, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+        for ns in (self.guest.name, self.sbx.name, self.inet.name):
+            run("ip", "netns", "delete", ns, check=False, stderr=subprocess.DEVNULL)
+        shutil.rmtree(f"/etc/netns/{self.guest.name}", ignore_errors=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)

@@ -1,0 +1,350 @@
+"""space-gw end to end: the real daemon in a simulated internet (gwnet.py), driven over
+its control socket the way space-node drives it (gwctl.py), with real clients (curl,
+sockets) in a guest namespace whose TCP nftables redirects to the gateway."""
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gwctl import GwControl  # noqa: E402
+from gwnet import World  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.abspath(os.environ.get("SPACE_BUILD_DIR", os.path.join(ROOT, "build")))
+GW = os.path.join(BUILD, "src", "gw", "space-gw")
+SANDBOX = "gwtestsandbox0000001"
+INSTANCE = "gwtest000001"
+ALLOW_ONE = {"allow": ["allowed.test"]}
+
+
+class Gw:
+    def __init__(self, world):
+        self.world = world
+        self.sock_path = os.path.join(world.tmp, "gw.sock")
+        self.log_path = os.path.join(world.tmp, "gw.log")
+        log = open(self.log_path, "ab")
+        self.proc = world.inet.popen(
+            GW, "--control-socket", self.sock_path, "--data-dir",
+            os.path.join(world.tmp, "gwdata"), "--upstream-dns", "198.18.0.53",
+            "--egress-test-net", "198.18.0.0/15", "--log-level", "debug",
+            "--dns-qps", "200", stdout=subprocess.PIPE, stderr=log)
+        log.close()
+        line = self.proc.stdout.readline()
+        assert line.strip() == b"space-gw: ready", self.log()
+
+    def log(self):
+        return self.world.read(self.log_path)[-4000:]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"space-gw ignored SIGTERM: {self.log()}")
+        return self.proc.returncode
+
+
+def open_sandbox_sockets(world):
+    """What space-node does in the sandbox's namespace: bind the proxy's and the gateway's
+    sockets on the host side of the guest's link."""
+    def make():
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind(("169.254.0.1", 53))
+        t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        t.bind(("169.254.0.1", 15001))
+        t.listen(128)
+        return u, t
+    return world.sbx.call(make)
+
+
+@pytest.fixture
+def env():
+    world = World().start()
+    gw = None
+    ctl = None
+    try:
+        gw = Gw(world)
+        ctl = GwControl(gw.sock_path)
+        hello = ctl.hello()
+        assert hello["ok"] is True and "BEGIN CERTIFICATE" in hello["caCert"], hello
+        u, t = open_sandbox_sockets(world)
+        rep = ctl.attach(INSTANCE, SANDBOX, ALLOW_ONE, u, t)
+        assert rep == {"type": "attach", "instance": INSTANCE, "ok": True}, rep
+        u.close()
+        t.close()
+        yield world, gw, ctl
+    finally:
+        try:
+            if ctl:
+                ctl.close()
+            if gw:
+                rc = gw.stop()
+                if os.environ.get("GW_TEST_SHOW_LOG"):
+                    print(gw.log())
+                assert rc == 0, gw.log()
+        finally:
+            world.stop()
+
+
+# ---- guest-side helpers ----
+
+def dns_query(world, name, qtype=1, timeout=3):
+    """(rcode, [A addresses]) from the proxy, asked from the guest."""
+    qid = 0x1234
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    for label in name.split("."):
+        q += bytes([len(label)]) + label.encode()
+    q += b"\0" + struct.pack(">HH", qtype, 1)
+    s = world.guest.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(timeout)
+    try:
+        s.sendto(q, ("169.254.0.1", 53))
+        data, _ = s.recvfrom(4096)
+    finally:
+        s.close()
+    rid, flags, qd, an = struct.unpack(">HHHH", data[:8])
+    assert rid == qid
+    addrs = []
+    # Our answers compress every owner name: A records end in 4-byte rdata.
+    pos = 12 + len(q) - 12
+    for _ in range(an):
+        if data[pos] & 0xC0 == 0xC0:
+            pos += 2
+        else:
+            while data[pos]:
+                pos += data[pos] + 1
+            pos += 1
+        rtype, _, _, rdlen = struct.unpack(">HHIH", data[pos:pos + 10])
+        pos += 10
+        if rtype == 1:
+            addrs.append(socket.inet_ntoa(data[pos:pos + 4]))
+        pos += rdlen
+    return flags & 0xF, addrs
+
+
+def guest_connect(world, ip, port, timeout=5):
+    s = world.guest.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect((ip, port))
+    return s
+
+
+def read_response(s):
+    """One HTTP/1.1 response with Content-Length: (status, body), b"" status 0 on EOF."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            return 0, buf
+        buf += chunk
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    status = int(head.split(b" ", 2)[1])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        k, v = line.split(b":", 1)
+        if k.strip().lower() == b"content-length":
+            length = int(v)
+    while len(rest) < length:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return status, rest[:length]
+
+
+def at_eof(s):
+    try:
+        return s.recv(1) == b""
+    except (ConnectionResetError, socket.timeout):
+        return True
+
+
+def curl(world, *args):
+    return world.guest.exec("curl", "-sS", "--max-time", "10", *args, capture_output=True)
+
+
+# ---- tests ----
+
+def test_allowed_name_over_http_keepalive(env):
+    world, gw, ctl = env
+    res = curl(world, "-w", "%{http_code} %{num_connects}\n", "http://allowed.test/a",
+               "http://allowed.test/b")
+    out = res.stdout.decode()
+    assert res.returncode == 0, (res.stderr, gw.log())
+    assert "host=allowed.test path=/a" in out and "host=allowed.test path=/b" in out, out
+    # Two requests on one guest connection: curl kept it alive.
+    assert out.count("200 ") == 2 and "200 1" in out and "200 0" in out, out
+    rec = ctl.wait_record(lambda r: r.get("proto") == "http" and r.get("host") == "allowed.test"
+                          and r.get("verdict") == "allow")
+    assert rec["sandbox"] == SANDBOX and rec["dst"] == "198.18.1.10" and rec["port"] == 80
+    assert rec["method"] == "GET" and rec["bytesIn"] > 0 and rec["bytesOut"] > 0
+    assert "durationMs" in rec and rec["reason"] == "allow-name"
+    ctl.wait_record(lambda r: r.get("proto") == "dns" and r.get("name") == "allowed.test"
+                    and r.get("verdict") == "allow")
+    log = world.read(world.http_log)
+    assert log.count("198.18.1.10 allowed.test") == 2, log
+
+
+def test_forbidden_name_nxdomain_never_forwarded(env):
+    world, gw, ctl = env
+    rcode, addrs = dns_query(world, "forbidden.test")
+    assert rcode == 3 and addrs == []
+    rcode, addrs = dns_query(world, "secret-data.forbidden.test", qtype=16)
+    assert rcode == 3
+    rcode, addrs = dns_query(world, "allowed.test")
+    assert rcode == 0 and addrs == ["198.18.1.10"]
+    rcode, addrs = dns_query(world, "allowed.test", qtype=28)  # AAAA: empty, not forwarded
+    assert rcode == 0 and addrs == []
+    rec = ctl.wait_record(lambda r: r.get("proto") == "dns" and r.get("name") == "forbidden.test")
+    assert rec["verdict"] == "deny" and rec["reason"] == "deny-default"
+    log = world.read(world.dns_log)
+    assert "allowed.test" in log, log
+    assert "forbidden" not in log, log
+
+
+def test_forbidden_host_on_second_keepalive_request(env):
+    world, gw, ctl = env
+    assert dns_query(world, "allowed.test") == (0, ["198.18.1.10"])
+    s = guest_connect(world, "198.18.1.10", 80)
+    s.sendall(b"GET /one HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    assert read_response(s) == (200, b"host=allowed.test path=/one\n")
+    s.sendall(b"GET /two HTTP/1.1\r\nHost: forbidden.test\r\n\r\n")
+    status, body = read_response(s)
+    assert status == 403 and b"deny-default" in body, body
+    assert at_eof(s)
+    s.close()
+    rec = ctl.wait_record(lambda r: r.get("host") == "forbidden.test")
+    assert rec["verdict"] == "deny" and rec["proto"] == "http" and rec["method"] == "GET"
+    assert "forbidden.test" not in world.read(world.http_log)
+
+
+def test_pipelined_body_framing(env):
+    """A request body that looks like a request is not one: the NEXT request is the one
+    after the framed body, and it is checked."""
+    world, gw, ctl = env
+    assert dns_query(world, "allowed.test")[0] == 0
+    s = guest_connect(world, "198.18.1.10", 80)
+    smuggled = b"GET /x HTTP/1.1\r\nHost: forbidden.test\r\n\r\n"
+    s.sendall(b"POST /p HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: %d\r\n\r\n%s"
+              % (len(smuggled), smuggled))
+    assert read_response(s)[0] == 200
+    s.sendall(b"GET /q HTTP/1.1\r\nHost: forbidden.test\r\n\r\n")
+    assert read_response(s)[0] == 403
+    s.close()
+    assert "/x" not in world.read(world.http_log)
+
+
+def test_connect_and_absolute_uri_denied(env):
+    world, gw, ctl = env
+    assert dns_query(world, "allowed.test")[0] == 0
+    s = guest_connect(world, "198.18.1.10", 80)
+    s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+    status, body = read_response(s)
+    assert status == 403 and b"connect" in body
+    s.close()
+    s = guest_connect(world, "198.18.1.10", 80)
+    s.sendall(b"GET http://forbidden.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    status, body = read_response(s)
+    assert status == 403 and b"host-mismatch" in body, body
+    s.close()
+    ctl.wait_record(lambda r: r.get("method") == "CONNECT" and r.get("reason") == "connect")
+
+
+def test_raw_ip_denied(env):
+    world, gw, ctl = env
+    # An IP Host to the forbidden address: by address rules, denied.
+    s = guest_connect(world, "198.18.1.66", 80)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: 198.18.1.66\r\n\r\n")
+    assert read_response(s)[0] == 403
+    s.close()
+    # The allowed name at an address DNS never gave it: not attributed.
+    assert dns_query(world, "allowed.test")[0] == 0
+    s = guest_connect(world, "198.18.1.66", 80)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    status, body = read_response(s)
+    assert status == 403 and b"unresolved-destination" in body, body
+    s.close()
+    # Not HTTP at all: raw TCP by address, denied with a reset.
+    s = guest_connect(world, "198.18.1.66", 9999)
+    s.sendall(b"\x00\x01hello")
+    assert at_eof(s)
+    s.close()
+    res = curl(world, "http://198.18.1.66/")
+    assert b"leak" not in res.stdout
+    ctl.wait_record(lambda r: r.get("proto") == "tcp" and r.get("port") == 9999
+                    and r.get("verdict") == "deny" and r.get("reason") == "deny-default")
+    assert "leak" not in world.read(world.http_log) and "198.18.1.66" not in world.read(
+        world.http_log)
+
+
+def test_cidr_allow_raw_tcp_relay(env):
+    world, gw, ctl = env
+    assert ctl.policy(INSTANCE, {"allow": ["198.18.1.66/32:80"]})["ok"] is True
+    s = guest_connect(world, "198.18.1.66", 80)
+    s.sendall(b"GET /raw HTTP/1.1\r\nHost: 198.18.1.66\r\n\r\n")
+    assert read_response(s) == (200, b"leak\n")
+    s.close()
+    rec = ctl.wait_record(lambda r: r.get("dst") == "198.18.1.66" and r.get("verdict") == "allow")
+    assert rec["reason"] == "allow-cidr"
+
+
+def test_policy_replaced_live(env):
+    world, gw, ctl = env
+    assert curl(world, "http://allowed.test/before").returncode == 0
+    assert ctl.policy(INSTANCE, {"allow": ["other.test"]}) == {
+        "type": "policy", "instance": INSTANCE, "ok": True}
+    assert dns_query(world, "allowed.test") == (3, [])
+    assert dns_query(world, "other.test") == (0, ["198.18.1.66"])
+    # allowed.test was resolved before, but the new policy no longer allows it.
+    s = guest_connect(world, "198.18.1.10", 80)
+    s.sendall(b"GET /after HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    assert read_response(s)[0] == 403
+    s.close()
+    assert "/after" not in world.read(world.http_log)
+
+
+def test_large_download(env):
+    world, gw, ctl = env
+    res = curl(world, "-o", "/dev/null", "-w", "%{size_download}", "http://allowed.test/big")
+    assert res.returncode == 0 and res.stdout == str(4 << 20).encode(), res
+
+
+def test_control_refuses_bad_messages(env):
+    world, gw, ctl = env
+    rep = ctl.request(None, raw=b"not json")
+    assert rep["ok"] is False and rep["type"] == "error"
+    rep = ctl.request({"type": "attach", "instance": "abc", "sandbox": SANDBOX})
+    assert rep["ok"] is False and "descriptors" in rep["error"], rep
+    rep = ctl.request({"type": "policy", "instance": INSTANCE, "policy": {"allow": ["a..b"]}})
+    assert rep["ok"] is False and "a..b" in rep["error"], rep
+    rep = ctl.request({"type": "detach", "instance": INSTANCE, "extra": 1})
+    assert rep["ok"] is False and "extra" in rep["error"]
+    r, w = os.pipe()
+    rep = ctl.request({"type": "detach", "instance": INSTANCE}, fds=(r,))
+    assert rep["ok"] is False
+    os.close(r)
+    os.close(w)
+    # Still serving.
+    assert dns_query(world, "allowed.test")[0] == 0
+
+
+def test_detach_and_reattach(env):
+    world, gw, ctl = env
+    assert ctl.detach(INSTANCE)["ok"] is True
+    with pytest.raises(OSError):
+        dns_query(world, "allowed.test", timeout=1)
+    u, t = open_sandbox_sockets(world)
+    assert ctl.attach(INSTANCE, SANDBOX, {"internet": True}, u, t)["ok"] is True
+    u.close()
+    t.close()
+    assert dns_query(world, "forbidden.test")[0] == 0

@@ -1,0 +1,358 @@
+"""The node's half of egress (issue 9 items 1 and 3): nftables in each sandbox's namespace,
+the DNS and gateway sockets it opens there and hands to space-gw over the control socket
+(src/shared/gw-proto.h), policy updates, the audit ring, and re-attaching after restarts.
+
+space-gw itself is not started here: a small driver of the control protocol written below
+(GwDriver) plays its part, so every message and descriptor the node sends can be checked.
+It is a test driver for the protocol, not a gateway: it accepts one TCP connection on the
+descriptor it was given and answers it, reads one datagram from the DNS descriptor.
+"""
+import array
+import base64
+import fcntl
+import json
+import os
+import queue
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+
+from lib.platform import DATA_ROOT, Node
+
+SO_ORIGINAL_DST = 80
+SIOCGSKNS = 0x894C
+FAKE_CA = "-----BEGIN CERTIFICATE-----\nTUlJQnRlc3Q=\n-----END CERTIFICATE-----\n"
+
+
+class GwDriver:
+    """Listens where space-gw would (SOCK_SEQPACKET), answers the node, records what came."""
+
+    def __init__(self, path):
+        self.path = path
+        self.messages = queue.Queue()  # (message dict, [fds])
+        self.conn = None
+        self.held = []  # descriptors of the current session, closed on the next hello
+        self.stopping = False
+        self.listener = None
+        self.thread = None
+
+    def start(self):
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(self.path)
+        os.chmod(self.path, 0o600)
+        self.listener.listen(4)
+        self.stopping = False
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+        return self
+
+    def serve(self):
+        while not self.stopping:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.conn = conn
+            while True:
+                try:
+                    data, fds, _, _ = socket.recv_fds(conn, 65537, 8)
+                except OSError:
+                    break
+                if not data:
+                    break
+                msg = json.loads(data)
+                if msg["type"] == "hello":
+                    for fd in self.held:  # as space-gw does: the old session's are let go
+                        os.close(fd)
+                    self.held = []
+                    reply = {"type": "hello", "ok": True, "caCert": FAKE_CA}
+                else:
+                    reply = {"type": msg["type"], "instance": msg["instance"], "ok": True}
+                self.held += fds
+                self.messages.put((msg, fds))
+                try:
+                    conn.send(json.dumps(reply).encode())
+                except OSError:
+                    break
+            conn.close()
+            self.conn = None
+
+    def send(self, msg):
+        self.conn.send(json.dumps(msg).encode())
+
+    def expect(self, type_, timeout=60, instance=None):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg, fds = self.messages.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if msg["type"] == type_ and (instance is None or msg.get("instance") == instance):
+                return msg, fds
+        raise AssertionError(f"no {type_} message from the node in {timeout} s")
+
+    def stop(self):
+        self.stopping = True
+        if self.conn:
+            self.conn.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(timeout=10)
+        for fd in self.held:
+            os.close(fd)
+        self.held = []
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def netns_inode(fd):
+    """The inode of the network namespace socket fd belongs to (SIOCGSKNS)."""
+    nsfd = fcntl.ioctl(fd, SIOCGSKNS)
+    try:
+        return os.fstat(nsfd).st_ino
+    finally:
+        os.close(nsfd)
+
+
+def counters(iid):
+    out = subprocess.run(["ip", "netns", "exec", f"space-{iid}", "nft", "-j", "list",
+                          "counters"], check=True, capture_output=True, text=True).stdout
+    return {c["counter"]["name"]: c["counter"]["packets"]
+            for c in json.loads(out)["nftables"] if "counter" in c}
+
+
+def guest_py(node, sid, code, timeout_ms=30000):
+    res = node.exec(sid, "python3", "-c", code, user="root", timeout_ms=timeout_ms)
+    return res
+
+
+def check_attach(msg, fds, sb, policy):
+    iid = sb["instance_id"]
+    assert msg["sandbox"] == sb["id"] and msg["policy"] == policy, msg
+    assert len(fds) == 2, fds
+    dns = socket.socket(fileno=os.dup(fds[0]))
+    gw = socket.socket(fileno=os.dup(fds[1]))
+    try:
+        assert dns.type == socket.SOCK_DGRAM and dns.getsockname() == ("169.254.0.1", 53)
+        assert gw.type == socket.SOCK_STREAM and gw.getsockname() == ("169.254.0.1", 15001)
+        assert gw.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
+        # Both bound inside the sandbox's namespace, not the host's.
+        ns = os.stat(f"/run/netns/space-{iid}").st_ino
+        assert netns_inode(fds[0]) == ns and netns_inode(fds[1]) == ns
+        assert netns_inode(fds[0]) != os.stat("/proc/self/ns/net").st_ino
+        for fd in fds:
+            assert fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK
+    finally:
+        dns.close()
+        gw.close()
+
+
+def serve_one(fds, results):
+    """Accepts one redirected connection and one DNS datagram on the node's descriptors."""
+    gw = socket.socket(fileno=os.dup(fds[1]))
+    dns = socket.socket(fileno=os.dup(fds[0]))
+    gw.setblocking(True)
+    dns.setblocking(True)
+    gw.settimeout(60)
+    dns.settimeout(60)
+    try:
+        conn, peer = gw.accept()
+        od = conn.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+        port, ip = struct.unpack("!2xH4s8x", od)
+        results["peer"] = peer
+        results["original_dst"] = (socket.inet_ntoa(ip), port)
+        conn.settimeout(30)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+        results["head"] = head
+        conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 16\r\n\r\nhello via driver")
+        conn.close()
+        data, peer = dns.recvfrom(512)
+        results["dns"] = (data, peer)
+        dns.sendto(b"dns-answer", peer)
+    except OSError as e:
+        results["error"] = repr(e)
+    finally:
+        gw.close()
+        dns.close()
+
+
+def test_egress_plumbing():
+    gw_path = tempfile.mktemp(prefix="gw-", suffix=".sock", dir="/run/space")
+    gw = GwDriver(gw_path).start()
+    n = Node("egress", extra_args=["--gw-socket", gw_path])
+    try:
+        n.start()
+        hello, _ = gw.expect("hello")
+        assert hello["node"]
+
+        policy = {"internet": False, "allow": ["allowed.test"], "deny": []}
+        status, body = n.call("POST", "/v1/sandboxes", {"network": {"allow": ["*.bad..x"]}})
+        assert status == 400 and "network" in body["message"], body
+        sb = n.create(network={"allow": ["allowed.test"]})
+        sid, iid = sb["id"], sb["instance_id"]
+        assert sb["network"] == policy, sb
+        msg, fds = gw.expect("attach", instance=iid)
+        check_attach(msg, fds, sb, policy)
+        with open(os.path.join(n.instance_dir(sb), "instance.json")) as f:
+            assert json.load(f)["network"] == policy
+
+        # The guest's TCP to anywhere arrives at the gateway descriptor with its original
+        # destination; its DNS to the proxy address arrives at the DNS descriptor.
+        results = {}
+        t = threading.Thread(target=serve_one, args=(fds, results), daemon=True)
+        t.start()
+        res = n.exec(sid, "curl", "-sS", "-m", "20", "http://198.18.1.10/", timeout_ms=40000)
+        assert res["exit_code"] == 0 and res["stdout"] == b"hello via driver", res
+        res = guest_py(n, sid, "import socket; s = socket.socket(socket.AF_INET, "
+                       "socket.SOCK_DGRAM); s.settimeout(20); "
+                       "s.sendto(b'query', ('169.254.0.1', 53)); print(s.recvfrom(64)[0])")
+        t.join(timeout=60)
+        assert "error" not in results, results
+        assert results["original_dst"] == ("198.18.1.10", 80), results
+        assert results["peer"][0] == "169.254.0.2"
+        assert b"Host: 198.18.1.10" in results["head"]
+        assert results["dns"][0] == b"query" and results["dns"][1][0] == "169.254.0.2"
+        assert res["stdout"].strip() == b"b'dns-answer'", res
+
+        # What the guest may not do is dropped and counted by reason.
+        before = counters(iid)
+        code = ("import socket\n"
+                "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                "for dst in [('198.18.0.53', 53), ('198.18.1.10', 443), ('169.254.0.1', 5353)]:\n"
+                "    u.sendto(b'x', dst)\n"
+                "i = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\n"
+                "i.sendto(b'\\x08\\x00\\xf7\\xff\\x00\\x00\\x00\\x00', ('198.18.1.10', 0))\n"
+                "i.sendto(b'\\x08\\x00\\xf7\\xff\\x00\\x00\\x00\\x00', ('169.254.0.1', 0))\n"
+                "t = socket.socket(); t.settimeout(2)\n"
+                "for port in (15001, 22):\n"
+                "    try:\n"
+                "        t.connect(('169.254.0.1', port)); print('CONNECTED', port)\n"
+                "    except OSError as e:\n"
+                "        print('refused', port, e)\n"
+                "    t = socket.socket(); t.settimeout(2)\n"
+                "try:\n"
+                "    s6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+                "    s6.sendto(b'x', ('ff02::1%eth0', 53))\n"
+                "except OSError as e:\n"
+                "    print('no ipv6 send', e)\n")
+        res = guest_py(n, sid, code)
+        assert b"CONNECTED" not in res["stdout"], res
+        after = counters(iid)
+        print("nft counters moved:", {k: after[k] - before[k] for k in after
+                                      if after[k] != before[k]})
+        assert after["guest_udp"] - before["guest_udp"] >= 3, (before, after)
+        assert after["guest_icmp"] - before["guest_icmp"] >= 2, (before, after)
+        assert after["guest_direct"] - before["guest_direct"] >= 2, (before, after)
+        # IPv6 is off in the guest's kernel or not: a frame that is not IPv4/ARP is counted
+        # at the tap whenever one is sent (router solicitations, MLD, this send).
+        if b"no ipv6 send" not in res["stdout"]:
+            assert after["not_ipv4"] > before["not_ipv4"], (before, after)
+
+        # A new policy reaches space-gw; a bad one is refused.
+        status, body = n.call("PUT", f"/v1/sandboxes/{sid}/network", {"internet": True})
+        assert status == 200 and body == {}, body
+        msg, _ = gw.expect("policy", instance=iid)
+        assert msg["policy"] == {"internet": True, "allow": [], "deny": []}, msg
+        status, body = n.call("PUT", f"/v1/sandboxes/{sid}/network", {"allow": ["a..b"]})
+        assert status == 400, body
+        status, body = n.call("PUT", f"/v1/sandboxes/{sid}/network", {"bogus": 1})
+        assert status == 400, body
+        status, body = n.call("GET", f"/v1/sandboxes/{sid}")
+        assert body["network"]["internet"] is True
+
+        # Audit records space-gw sends are served, numbered, from the node's ring.
+        status, body = n.call("GET", "/v1/egress-audit")
+        assert status == 200 and body["records"] == [] and body["next"] == 0, body
+        epoch = body["epoch"]
+        recs = [{"sandbox": sid, "time": 1, "proto": "dns", "name": "forbidden.test",
+                 "verdict": "deny", "reason": "deny-default", "junk": "x"},
+                {"sandbox": sid, "time": 2, "proto": "http", "host": "allowed.test",
+                 "dst": "198.18.1.10", "port": 80, "verdict": "allow",
+                 "reason": "allow-name", "bytesOut": 10, "bytesIn": 20, "durationMs": 3},
+                {"proto": "smtp"}]
+        gw.send({"type": "audit", "records": recs})
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            status, body = n.call("GET", "/v1/egress-audit?after=0&limit=10")
+            if body["records"]:
+                break
+            time.sleep(0.1)
+        assert body["epoch"] == epoch and body["next"] == 2, body
+        assert [r["seq"] for r in body["records"]] == [1, 2]
+        assert body["records"][0]["name"] == "forbidden.test"
+        assert "junk" not in body["records"][0]
+        assert body["records"][1]["bytesIn"] == 20
+        status, body = n.call("GET", "/v1/egress-audit?after=1")
+        assert [r["seq"] for r in body["records"]] == [2]
+        for bad in ("limit=0", "limit=10001", "after=x", "since=1"):
+            status, body = n.call("GET", f"/v1/egress-audit?{bad}")
+            assert status == 400, (bad, body)
+
+        # space-gw restarts: the node comes back on its own and attaches everything again.
+        gw.stop()
+        gw = GwDriver(gw_path).start()
+        t0 = time.monotonic()
+        gw.expect("hello", timeout=30)
+        msg, fds = gw.expect("attach", instance=iid, timeout=30)
+        print(f"re-attached {time.monotonic() - t0:.2f} s after space-gw came back")
+        check_attach(msg, fds, sb, {"internet": True, "allow": [], "deny": []})
+
+        # The node restarts: after its hello, the sockets are opened again and attached.
+        n.stop()
+        n.start()
+        gw.expect("hello", timeout=60)
+        msg, fds = gw.expect("attach", instance=iid, timeout=60)
+        check_attach(msg, fds, sb, {"internet": True, "allow": [], "deny": []})
+        results = {}
+        t = threading.Thread(target=serve_one, args=(fds, results), daemon=True)
+        t.start()
+        res = n.exec(sid, "curl", "-sS", "-m", "20", "http://198.18.1.66:8080/x",
+                     timeout_ms=40000)
+        assert res["stdout"] == b"hello via driver", res
+        guest_py(n, sid, "import socket; s = socket.socket(socket.AF_INET, "
+                 "socket.SOCK_DGRAM); s.settimeout(20); s.sendto(b'q2', ('169.254.0.1', 53)); "
+                 "s.recvfrom(64)")
+        t.join(timeout=60)
+        assert results.get("original_dst") == ("198.18.1.66", 8080), results
+
+        # Killing the sandbox detaches it.
+        n.kill(sid)
+        gw.expect("detach", instance=iid, timeout=30)
+        assert not n.leftovers(), n.leftovers()
+    finally:
+        n.destroy()
+        gw.stop()
+
+
+def test_without_gateway_sandboxes_still_work():
+    """No space-gw listening: one warning, quiet retries; the guest gets refused, not hung."""
+    gw_path = tempfile.mktemp(prefix="gw-none-", suffix=".sock", dir="/run/space")
+    n = Node("nogw", extra_args=["--gw-socket", gw_path])
+    try:
+        n.start()
+        sb = n.create()
+        t0 = time.monotonic()
+        res = n.exec(sb["id"], "curl", "-sS", "-m", "10", "http://198.18.1.10/",
+                     timeout_ms=30000)
+        # 7 = could not connect: the redirect found no listener and the guest got a reset.
+        assert res["exit_code"] == 7, res
+        assert time.monotonic() - t0 < 8, "refused at once, not timed out"
+        time.sleep(2.5)  # a few retries
+        assert n.log().count("cannot connect") == 1, n.log()
+        n.kill(sb["id"])
+    finally:
+        n.destroy()
