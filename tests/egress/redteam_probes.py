@@ -134,6 +134,9 @@ def raw_tcp(ip, port, send=b"", tls_sni=False):
         if send:
             s.sendall(send)
         data = recv_all(s)
+        if data.startswith(b"HTTP/1.") and data[9:12].isdigit():
+            st = int(data[9:12])  # an HTTP answer: an error status is a refusal
+            return result(ok=200 <= st < 400, data=data, status=[st])
         return result(ok=bool(data), data=data, err=None if data else "closed, no data")
     except Exception as e:  # noqa: BLE001
         return result(err=f"{type(e).__name__}: {e}")
@@ -259,11 +262,11 @@ def sh(cmd, timeout=60):
 
 # ---- phase: allowed ----
 
-def download(url):
+def download(url, extra=()):
     """curl's output hashed as it streams (the guest's /tmp is RAM)."""
     t0 = time.monotonic()
     h, n = hashlib.sha256(), 0
-    p = subprocess.Popen(["curl", "-sS", "-m", "600", url], stdout=subprocess.PIPE,
+    p = subprocess.Popen(["curl", "-sS", "-m", "600", *extra, url], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     while True:
         b = p.stdout.read(1 << 20)
@@ -316,8 +319,11 @@ def allowed():
                                                       get(a, "/ka3")],
                                            tls=True, server_hostname=a, ctx=VERIFY)
     out["keepalive_http"] = http_requests(WEB, 80, [get(a, "/kh1"), get(a, "/kh2")])
-    for name, scheme in (("big_https", "https"), ("big_http", "http")):
-        out[name] = download(f"{scheme}://{a}/{CFG['big_name']}")
+    # TLS in a TCG guest runs at a few MB/s: HTTPS takes the first big_tls_bytes (a Range
+    # request, which the gateway relays like any other), plain HTTP the whole file.
+    out["big_https"] = download(f"https://{a}/{CFG['big_name']}",
+                                ["-r", f"0-{CFG['big_tls_bytes'] - 1}"])
+    out["big_http"] = download(f"http://{a}/{CFG['big_name']}")
     return out
 
 
@@ -354,7 +360,9 @@ def denied_probes():
     # Raw IP: the forbidden address and other ports of the allowed one.
     p["raw_ip_80"] = lambda: raw_tcp(FORBIDDEN_IP, 80, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     p["raw_ip_443"] = lambda: raw_tcp(FORBIDDEN_IP, 443, b"", tls_sni=a)
-    p["raw_ip_8080"] = lambda: raw_tcp(WEB, 8080, f"GET / HTTP/1.1\r\nHost: {a}\r\n\r\n".encode())
+    # (With Host: allowed.test, port 8080 would be the allowed name: its rule has no port.)
+    p["raw_ip_8080"] = lambda: raw_tcp(WEB, 8080, f"GET / HTTP/1.1\r\nHost: {WEB}:8080\r\n\r\n"
+                                       .encode())
     p["raw_ip_22"] = lambda: raw_tcp(WEB, 22, b"SSH-2.0-probe\r\n")
     p["raw_ip_443_no_dns"] = lambda: raw_tcp(WEB, 443, b"", tls_sni=f"nodns.{f}")
     # No SNI at all.
@@ -498,7 +506,8 @@ def raw():
         for name, port in (("host_api", CFG["api_port"]), ("host_ingress", CFG["ingress_port"]),
                            ("host_service", CFG["host_service_port"])):
             out[f"loopback_{name}"] = raw_tcp("127.0.0.2", port,
-                                              b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                                              b"GET / HTTP/1.1\r\nHost: 127.0.0.2\r\n\r\n")
+        out["loopback_raw_tcp"] = raw_tcp("127.0.0.2", CFG["host_service_port"], b"\0hello")
     sh("ip route del 127.0.0.2/32; ip route add local 127.0.0.0/8 dev lo table local "
        "proto kernel scope host src 127.0.0.1; sysctl -qw net.ipv4.conf.all.route_localnet=0 "
        "net.ipv4.conf.eth0.route_localnet=0")
