@@ -444,6 +444,9 @@ def denied_probes():
 
 
 def denied():
+    # The allowed name resolved first, as a client would: the probes that ride on an allowed
+    # connection need its address attributed to it by the proxy.
+    dns_ask(CFG["allowed"])
     probes = denied_probes()
     with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
         futs = {name: pool.submit(fn) for name, fn in probes.items()}
@@ -596,4 +599,10 @@ if __name__ == "__main__":
         etc_hosts()
     res = {"allowed": allowed, "denied": denied, "raw": raw, "hold": hold,
            "after": after, "default": default}[PHASE]()
+    # Whether /init's caBundle is in the trust store at the end of the phase (a diagnostic).
+    try:
+        with open("/etc/ssl/certs/ca-certificates.crt") as fp:
+            res["trust"] = result(ok="# space-egress begin" in fp.read())
+    except OSError as e:
+        res["trust"] = result(err=str(e))
     print(json.dumps(res))

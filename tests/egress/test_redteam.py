@@ -83,7 +83,8 @@ def probe(plat, sid, phase, config, timeout_s=900):
                     timeout_ms=timeout_s * 1000)
     assert res["exit_code"] == 0, (phase, res["stderr"][-3000:])
     out = json.loads(res["stdout"].strip().splitlines()[-1])
-    print(f"--- {phase}:")
+    trust = out.pop("trust", {})
+    print(f"--- {phase} (egress CA in the guest's bundle: {trust.get('ok')}):")
     for k, v in out.items():
         print(f"  {k}: {json.dumps(v)[:400]}")
     return out
