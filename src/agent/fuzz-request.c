@@ -28,16 +28,6 @@
 #include "process.pb-c.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
-static void fuzz_ca_bundle(const uint8_t *p, size_t n)
-{
-    const char *why = NULL;
-    int r = trust_check_bundle((const char *)p, n, &why);
-
-    assert(r == 0 || r == -EBADMSG || r == -E2BIG || r == -ENOMEM);
-    assert(r == 0 || r == -ENOMEM || why);
-    assert(r != 0 || memmem(p, n, "-----BEGIN CERTIFICATE-----", 27));
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A fixed jansson hash seed, so one -seed gives one run (see fuzz-qmp.c). */

@@ -157,9 +157,8 @@ def test_ca_bundle_bounded(trust_agent, pki):
     assert r.status_code == 400 and r.json()["message"] == "caBundle is larger than 64 KiB"
 
 
-def test_ca_bundle_needs_a_trust_root(target, pki):
-    if target != "host":
-        pytest.skip("host only: a guest's agent always has its own trust store")
+@pytest.mark.host_only("a guest's agent always has its own trust store")
+def test_ca_bundle_needs_a_trust_root(pki):
     a = host_agent()
     try:
         r = a.http.post(a.url + "/init", json={"caBundle": pki[0]}, timeout=30)

@@ -288,6 +288,18 @@ class Internet:
                 left -= len(chunk)
         self.big_sha256 = h.hexdigest()
 
+    def big_sha256_prefix(self, n):
+        """sha256 of the big file's first n bytes (for a Range download)."""
+        h = hashlib.sha256()
+        with open(os.path.join(self.tmp, "www", self.big_name), "rb") as f:
+            while n > 0:
+                b = f.read(min(n, 1 << 20))
+                if not b:
+                    break
+                h.update(b)
+                n -= len(b)
+        return h.hexdigest()
+
     def _namespaces(self):
         for ns in (self.uplink, self.inet):
             _sh("ip", "netns", "add", ns)

@@ -521,7 +521,20 @@ class EgressPlatform(Platform):
 
     def start(self):
         self.gw.start()
-        return super().start()
+        super().start()
+        self.wait_gw_session()
+        return self
+
+    def wait_gw_session(self, timeout=30):
+        """Until the node's hello reached space-gw (and, a moment later, its reply with the
+        CA the node puts in every /init): a sandbox created before then gets no caBundle."""
+        deadline = time.monotonic() + timeout
+        while "control session: hello from node" not in self.gw.log():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"space-node never said hello to space-gw: "
+                                     f"{self.gw.log()} {self.node.log()}")
+            time.sleep(0.05)
+        time.sleep(0.5)
 
     def destroy(self):
         try:
