@@ -44,7 +44,7 @@ else
   apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
   if $own_policy_rc; then rm -f "$policy_rc"; fi
 fi
-if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled nginx >/dev/null 2>&1; then
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ] && systemctl is-enabled nginx >/dev/null 2>&1; then
   systemctl disable --now nginx >&2 || true
 fi
 
