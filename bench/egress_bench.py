@@ -519,7 +519,7 @@ def main():
         if sb:
             sb.close()
         net.close()
-    subprocess.run(["rm", "-rf", tmp])
+        subprocess.run(["rm", "-rf", tmp])
 
     if args.json:
         print(json.dumps(results, indent=2))
