@@ -36,14 +36,11 @@ import contextlib
 import ctypes
 import json
 import os
-import random
 import signal
 import socket
 import ssl
-import statistics
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
