@@ -34,7 +34,8 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         host = self.headers.get("Host", "")
         local = self.connection.getsockname()[0]
-        log.write(f"{local} {host} {self.path} conn={self.headers.get('Connection','')}\n")
+        log.write(f"{local} {host} {self.path} conn={self.headers.get('Connection','')} "
+                  f"peer={self.client_address[1]}\n")
         body = (b"leak\n" if local == "198.18.1.66" else
                 f"host={host} path={self.path}\n".encode())
         if self.path.startswith("/big"):

@@ -211,6 +211,9 @@ def test_allowed_name_over_http_keepalive(env):
                     and r.get("verdict") == "allow")
     log = world.read(world.http_log)
     assert log.count("198.18.1.10 allowed.test") == 2, log
+    # ... and so did space-gw's connection upstream (bodiless requests keep it).
+    peers = {line.split("peer=")[1] for line in log.splitlines()}
+    assert len(peers) == 1 and "conn=keep-alive" in log, log
 
 
 def test_forbidden_name_nxdomain_never_forwarded(env):
@@ -256,6 +259,8 @@ def test_pipelined_body_framing(env):
     s.sendall(b"POST /p HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: %d\r\n\r\n%s"
               % (len(smuggled), smuggled))
     assert read_response(s)[0] == 200
+    # A request with a body asks the upstream to close after it (rewrite_request()).
+    assert "allowed.test /p conn=close" in world.read(world.http_log)
     s.sendall(b"GET /q HTTP/1.1\r\nHost: forbidden.test\r\n\r\n")
     assert read_response(s)[0] == 403
     s.close()
