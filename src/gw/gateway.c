@@ -960,6 +960,9 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
     c->up = UP_DIAL;
     bufferevent_disable(c->client, EV_READ);
     timer_in(c, 10 * USEC_PER_SEC); /* the idle check from here on */
+    if (c->body.kind != HTTP1_BODY_NONE) {
+        upstream_drop(c); /* a body goes on a fresh connection: no stale-reuse race for it */
+    }
     c->up_reused = c->upstream != NULL;
     if (c->upstream) {
         send_request(c);
