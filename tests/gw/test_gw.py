@@ -264,6 +264,14 @@ def test_pipelined_body_framing(env):
     s.sendall(b"GET /q HTTP/1.1\r\nHost: forbidden.test\r\n\r\n")
     assert read_response(s)[0] == 403
     s.close()
+    # The same with a chunked body.
+    s = guest_connect(world, "198.18.1.10", 80)
+    s.sendall(b"POST /c HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+              b"%x\r\n%s\r\n0\r\n\r\n" % (len(smuggled), smuggled))
+    assert read_response(s)[0] == 200
+    s.sendall(b"GET /q2 HTTP/1.1\r\nHost: forbidden.test\r\n\r\n")
+    assert read_response(s)[0] == 403
+    s.close()
     assert "/x" not in world.read(world.http_log)
 
 
@@ -546,3 +554,23 @@ def test_new_session_takes_over(env):
         s.close()
     finally:
         ctl2.close()
+
+
+def test_upgrade_relays_raw_bytes(env):
+    world, gw, ctl = env
+    assert dns_query(world, "allowed.test")[0] == 0
+    s = guest_connect(world, "198.18.1.10", 80)
+    s.sendall(b"GET /ws HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade\r\n"
+              b"Upgrade: echo\r\n\r\n")
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += s.recv(4096)
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.0 101") or head.startswith(b"HTTP/1.1 101"), head
+    s.sendall(b"ping over the switched protocol")
+    while len(rest) < 31:
+        rest += s.recv(4096)
+    assert rest == b"ping over the switched protocol"
+    s.close()
+    ctl.wait_record(lambda r: r.get("proto") == "http" and r.get("verdict") == "allow"
+                    and r.get("bytesIn", 0) > 31)
