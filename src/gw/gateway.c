@@ -240,6 +240,14 @@ static void reap_cb(evutil_socket_t fd, short what, void *userdata)
     sandbox_maybe_free(sb); /* last: it may free the gateway */
 }
 
+/* libevent moves at most 16 KiB per read or write by default: a download then costs a wakeup
+ * per 16 KiB. A pipe's worth per call, as the shared relay moves. */
+static void bev_tune(struct bufferevent *bev)
+{
+    (void)bufferevent_set_max_single_read(bev, RELAY_BUFFER);
+    (void)bufferevent_set_max_single_write(bev, RELAY_BUFFER);
+}
+
 static void bev_stop(struct bufferevent *bev)
 {
     if (bev) {
@@ -859,6 +867,7 @@ static void http_connected_cb(evutil_socket_t fd, short what, void *userdata)
 static void send_request(struct gw_conn *c)
 {
     bufferevent_setcb(c->upstream, upstream_read_cb, upstream_write_cb, upstream_event_cb, c);
+    bev_tune(c->upstream);
     bufferevent_setwatermark(c->upstream, EV_WRITE, GW_HIGH_WATER / 2, 0);
     bufferevent_setwatermark(c->client, EV_WRITE, GW_HIGH_WATER / 2, 0);
     c->ex_out += c->fwd.len;
@@ -1044,6 +1053,7 @@ static void start_http(struct gw_conn *c, SSL *ssl)
     c->fd = -EBADF;
     c->phase = PH_HTTP;
     bufferevent_setcb(c->client, client_read_cb, client_write_cb, client_event_cb, c);
+    bev_tune(c->client);
     bufferevent_setwatermark(c->client, EV_READ, 0, HTTP1_HEAD_MAX);
     c->up = UP_HEAD;
     /* The first head keeps the accept deadline (GW_FIRST_BYTE_SEC): it is already running. */
