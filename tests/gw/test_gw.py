@@ -574,3 +574,18 @@ def test_upgrade_relays_raw_bytes(env):
     s.close()
     ctl.wait_record(lambda r: r.get("proto") == "http" and r.get("verdict") == "allow"
                     and r.get("bytesIn", 0) > 31)
+
+
+def test_malformed_dns_dropped_and_audited_in_bulk(env):
+    world, gw, ctl = env
+    s = world.guest.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for i in range(50):
+        s.sendto(b"\x12\x34\x01\x00\x00\x02" + bytes(6) + b"\x01a\x00\x00\x01\x00\x01",
+                 ("169.254.0.1", 53))  # QDCOUNT 2
+    s.close()
+    rec = ctl.wait_record(lambda r: r.get("reason", "").startswith("malformed-query"))
+    time.sleep(0.5)
+    with ctl.lock:
+        n = sum(1 for r in ctl.records if r.get("reason", "").startswith("malformed-query"))
+    assert rec["count"] >= 1 and n <= 2, (rec, n)
+    assert dns_query(world, "allowed.test")[0] == 0  # the proxy is fine
