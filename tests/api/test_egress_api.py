@@ -639,12 +639,32 @@ def wait_records(plat, sid, n, query="", timeout=30):
         time.sleep(0.2)
 
 
+def own_pg_database(prefix):
+    """A database of its own on the test PostgreSQL: this module's `plat` (another api with
+    another node) runs on the shared one at the same time, and its node sync would mark a
+    sandbox of this test's node as lost."""
+    url = os.environ["SPACE_TEST_PG_URL"]
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    res = subprocess.run(["psql", url, "-XAtqc", f"CREATE DATABASE {name}"], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    base, _, query = url.partition("?")
+    return base.rsplit("/", 1)[0] + "/" + name + ("?" + query if query else "")
+
+
+def drop_pg_database(url):
+    name = url.partition("?")[0].rsplit("/", 1)[1]
+    shared = os.environ["SPACE_TEST_PG_URL"]
+    subprocess.run(["psql", shared, "-XAtqc", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"],
+                   capture_output=True, timeout=60)
+
+
 @pytest.mark.parametrize("store_param", STORES)
 def test_audit_pulled_from_the_node(store_param):
     if not node_has_gateway_side():
         pytest.skip("this space-node has no --gw-socket yet (the node helper's issue-9 work)")
     from lib.platform import Platform
-    store = os.environ["SPACE_TEST_PG_URL"] if store_param == "postgresql" else None
+    store = own_pg_database("egress_pull") if store_param == "postgresql" else None
     GwStandIn.ca_pem()
     gw = GwStandIn(f"/run/space/test-egress-gw-{uuid.uuid4().hex[:8]}.sock")
     p = Platform(f"egress-pull-{store_param}", store=store, node_args=["--gw-socket", gw.path])
@@ -721,4 +741,6 @@ def test_audit_pulled_from_the_node(store_param):
     finally:
         p.destroy()
         gw.stop()
+        if store:
+            drop_pg_database(store)
     assert not left, left
