@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +45,8 @@
 #include "shared/spawn.h"
 
 #define UP_TIMEOUT (180 * USEC_PER_SEC)
+/* space-gw drops to this user when it exists (it needs no privilege after start). */
+#define GW_USER "nobody"
 
 static const char *env_or(const char *name, const char *def)
 {
@@ -257,9 +260,10 @@ static int ensure_gw(const char *node, const struct egress_opts *e, char *sock, 
     bool asked = e->ceiling || e->upstream_dns || e->upstream_ca;
 
     gw_socket(sock, n);
-    if (client_find_gw(gw, sizeof(gw)) < 0 || !node_knows(node, "--gw-socket")) {
-        const char *why = client_find_gw(gw, sizeof(gw)) < 0 ? "no space-gw binary (set SPACE_GW)"
-                                                             : "this space-node has no --gw-socket";
+    bool have_gw = client_find_gw(gw, sizeof(gw)) >= 0 && access(gw, X_OK) == 0;
+    if (!have_gw || !node_knows(node, "--gw-socket")) {
+        const char *why =
+            !have_gw ? "no space-gw binary (set SPACE_GW)" : "this space-node has no --gw-socket";
         if (asked) {
             fprintf(stderr,
                     "space: --egress-ceiling/--upstream-dns/--upstream-ca need space-gw: "
@@ -281,6 +285,11 @@ static int ensure_gw(const char *node, const struct egress_opts *e, char *sock, 
             argv[k++] = optional[i][0];
             argv[k++] = optional[i][1];
         }
+    }
+    /* Unprivileged once its socket and CA are open (architecture.md "Processes"). */
+    if (geteuid() == 0 && getpwnam(GW_USER)) {
+        argv[k++] = "--user";
+        argv[k++] = GW_USER;
     }
     argv[k] = NULL;
     return ensure_daemon_ready("gw", argv, sock, listening) < 0 ? -1 : 1;

@@ -433,21 +433,89 @@ def test_cli_bad_policy(plat):
     assert r.returncode == 1 and "not found" in r.stderr, r.stderr
 
 
-def test_space_up_without_gateway_binary():
-    """`space up` goes on without egress when there is no space-gw, and says so; asked for
-    egress (--egress-ceiling and friends), it refuses to start without it."""
-    from lib.platform import Node, NODE, API, AGENT, ROOT, SPACE, free_port
-    node = Node("egress-up")
+def up_env(node, **extra):
+    from lib.platform import NODE, API, AGENT, ROOT, free_port
     base = os.path.basename(node.data)
     run = os.path.join(node.data, "run")
     os.makedirs(run, exist_ok=True)
-    env = dict(os.environ, SPACE_DATA_DIR=node.data, SPACE_SOCKET=f"/run/space/{base}-api.sock",
-               SPACE_NODE_SOCKET=f"/run/space/{base}-node.sock",
-               SPACE_TUNNEL_SOCKET=f"/run/space/{base}-tunnel.sock", SPACE_RUN_DIR=run,
-               SPACE_API_LISTEN=f"127.0.0.1:{free_port()}",
-               SPACE_INGRESS_LISTEN=f"127.0.0.1:{free_port()}", SPACE_INGRESS_TLS_LISTEN="off",
-               SPACE_NODE=NODE, SPACE_API=API, SPACE_AGENT=AGENT, SPACE_SHARE_DIR=ROOT,
-               SPACE_GW=os.path.join(node.data, "no-such-space-gw"))
+    return dict(os.environ, SPACE_DATA_DIR=node.data, SPACE_SOCKET=f"/run/space/{base}-api.sock",
+                SPACE_NODE_SOCKET=f"/run/space/{base}-node.sock",
+                SPACE_TUNNEL_SOCKET=f"/run/space/{base}-tunnel.sock", SPACE_RUN_DIR=run,
+                SPACE_API_LISTEN=f"127.0.0.1:{free_port()}",
+                SPACE_INGRESS_LISTEN=f"127.0.0.1:{free_port()}", SPACE_INGRESS_TLS_LISTEN="off",
+                SPACE_NODE=NODE, SPACE_API=API, SPACE_AGENT=AGENT, SPACE_SHARE_DIR=ROOT, **extra)
+
+
+def pid_of(run, name):
+    try:
+        with open(os.path.join(run, f"{name}.pid")) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def proc_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, TypeError):
+        return False
+
+
+def test_space_up_starts_the_gateway():
+    """`space up` starts space-gw (unprivileged, its flags passed on) before the node, which
+    connects to it; `space down` stops it last. No sandbox: nothing is resolved upstream."""
+    from lib.platform import Node, SPACE, BUILD
+    if not os.access(os.path.join(BUILD, "src/gw/space-gw"), os.X_OK):
+        pytest.skip("no space-gw in this build")
+    node = Node("egress-upgw")
+    env = up_env(node)
+    run = env["SPACE_RUN_DIR"]
+
+    def sp(*args):
+        return subprocess.run([SPACE, *args], env=env, capture_output=True, text=True,
+                              timeout=600)
+    try:
+        r = sp("up", "--detach", "--egress-ceiling", "allowlist", "--upstream-dns",
+               "127.0.0.1:9")
+        assert r.returncode == 0, r.stderr
+        gw = pid_of(run, "gw")
+        assert proc_alive(gw), r.stderr
+        with open(f"/proc/{gw}/status") as f:
+            uid = [line.split()[1] for line in f if line.startswith("Uid:")][0]
+        assert uid != "0", "space-gw still runs as root"
+        with open(f"/proc/{pid_of(run, 'node')}/cmdline", "rb") as f:
+            cmd = f.read().split(b"\0")
+        assert b"--gw-socket" in cmd and os.path.join(run, "gw.sock").encode() in cmd, cmd
+        with open(os.path.join(node.data, "gw.log")) as f:
+            log = f.read()
+        assert "ceiling allowlist" in log and "127.0.0.1:9" in log, log
+        # Idempotent: a second up finds it listening and starts nothing.
+        r = sp("up", "--detach")
+        assert r.returncode == 0 and "starting gw" not in r.stderr, r.stderr
+        assert pid_of(run, "gw") == gw
+        r = sp("down")
+        assert r.returncode == 0, r.stderr
+        deadline = time.monotonic() + 30
+        while proc_alive(gw) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not proc_alive(gw)
+    finally:
+        sp("down", "--kill-sandboxes")
+        for name in ("api", "node", "gw"):
+            pid = pid_of(run, name)
+            if proc_alive(pid):
+                os.kill(pid, 9)
+        node.destroy()
+
+
+def test_space_up_without_gateway_binary():
+    """`space up` goes on without egress when there is no space-gw, and says so; asked for
+    egress (--egress-ceiling and friends), it refuses to start without it."""
+    from lib.platform import Node, SPACE
+    node = Node("egress-up")
+    env = up_env(node, SPACE_GW=os.path.join(node.data, "no-such-space-gw"))
+    run = env["SPACE_RUN_DIR"]
 
     def sp(*args):
         return subprocess.run([SPACE, *args], env=env, capture_output=True, text=True,
@@ -512,11 +580,24 @@ class GwStandIn:
                 if "instance" in msg:
                     reply["instance"] = msg["instance"]
                 if msg["type"] == "hello":
-                    reply["caCert"] = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"
+                    reply["caCert"] = self.ca_pem()
                 self.messages.put(msg)
                 with contextlib.suppress(OSError):
                     conn.send(json.dumps(reply).encode())
             conn.close()
+
+    _ca = None
+
+    @classmethod
+    def ca_pem(cls):
+        """A real (throwaway) CA certificate: the guest's agent installs what the node hands it."""
+        if cls._ca is None:
+            res = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                                  "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=egress test",
+                                  "-days", "1", "-keyout", "/dev/null", "-out", "-"],
+                                 capture_output=True, text=True, timeout=60, check=True)
+            cls._ca = res.stdout
+        return cls._ca
 
     def expect(self, type_, timeout=120):
         import queue
@@ -558,12 +639,33 @@ def wait_records(plat, sid, n, query="", timeout=30):
         time.sleep(0.2)
 
 
+def own_pg_database(prefix):
+    """A database of its own on the test PostgreSQL: this module's `plat` (another api with
+    another node) runs on the shared one at the same time, and its node sync would mark a
+    sandbox of this test's node as lost."""
+    url = os.environ["SPACE_TEST_PG_URL"]
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    res = subprocess.run(["psql", url, "-XAtqc", f"CREATE DATABASE {name}"], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    base, _, query = url.partition("?")
+    return base.rsplit("/", 1)[0] + "/" + name + ("?" + query if query else "")
+
+
+def drop_pg_database(url):
+    name = url.partition("?")[0].rsplit("/", 1)[1]
+    shared = os.environ["SPACE_TEST_PG_URL"]
+    subprocess.run(["psql", shared, "-XAtqc", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"],
+                   capture_output=True, timeout=60)
+
+
 @pytest.mark.parametrize("store_param", STORES)
 def test_audit_pulled_from_the_node(store_param):
     if not node_has_gateway_side():
         pytest.skip("this space-node has no --gw-socket yet (the node helper's issue-9 work)")
     from lib.platform import Platform
-    store = os.environ["SPACE_TEST_PG_URL"] if store_param == "postgresql" else None
+    store = own_pg_database("egress_pull") if store_param == "postgresql" else None
+    GwStandIn.ca_pem()
     gw = GwStandIn(f"/run/space/test-egress-gw-{uuid.uuid4().hex[:8]}.sock")
     p = Platform(f"egress-pull-{store_param}", store=store, node_args=["--gw-socket", gw.path])
     try:
@@ -592,7 +694,10 @@ def test_audit_pulled_from_the_node(store_param):
         status, _ = p.node.call("PUT", f"/v1/sandboxes/{sid}/network", {"internet": True})
         assert status == 200
         assert gw.expect("policy")["policy"]["internet"] is True
-        again = gw.expect("policy", timeout=40)
+        try:
+            again = gw.expect("policy", timeout=40)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {p.api_log()}") from None
         assert again["policy"] == policy["policy"], again
 
         now = int(time.time() * 1e6)
@@ -629,7 +734,13 @@ def test_audit_pulled_from_the_node(store_param):
         p.stop_api()
         p.node.stop()
         left = p.node.leftovers()
+    except Exception:
+        print("--- api log ---\n" + p.api_log_full()[-6000:] + "\n--- node log ---\n" +
+              p.node.log())
+        raise
     finally:
         p.destroy()
         gw.stop()
+        if store:
+            drop_pg_database(store)
     assert not left, left
