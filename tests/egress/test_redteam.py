@@ -60,11 +60,16 @@ def plat(internet):
 @pytest.fixture(scope="module")
 def sandboxes(plat):
     """(attacker, other): the attacker allows allowed.test; the other has no policy."""
-    a = plat.create_sandbox(network=POLICY)
-    b = plat.create_sandbox()
-    status, info = plat.admin("GET", f"/v1/sandboxes/{a}")
-    assert status == 200 and info.get("network", {}).get("allow") == [ALLOWED], info
-    return a, b
+    made = []
+    try:
+        made.append(plat.create_sandbox(network=POLICY))
+        made.append(plat.create_sandbox())
+        status, info = plat.admin("GET", f"/v1/sandboxes/{made[0]}")
+        assert status == 200 and info.get("network", {}).get("allow") == [ALLOWED], info
+        yield tuple(made)
+    finally:
+        for sid in made:
+            plat.admin("DELETE", f"/v1/sandboxes/{sid}?wait=true")
 
 
 # ---- helpers ----
