@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "api/egress-audit.h"
+#include "api/egress.h"
 #include "api/node-client.h"
 #include "api/operation.h"
 #include "api/route-cache.h"
@@ -23,6 +24,7 @@
 #include "basic/macro.h"
 #include "basic/random-util.h"
 #include "shared/event-util.h"
+#include "shared/http-util.h"
 
 #define TICK_USEC (1 * USEC_PER_SEC)
 #define NODE_SYNC_USEC (10 * USEC_PER_SEC)
@@ -780,6 +782,20 @@ void controller_wait(struct manager *m, const char *op_id, struct evhttp_request
     m->waiters = w;
 }
 
+void controller_reply_unfinished(struct manager *m, struct evhttp_request *req,
+                                 const char *timeout_message)
+{
+    if (m->stopping) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        http_util_reply_error(req, 503,
+                              "space-api is shutting down before the operation finished; it goes "
+                              "on and is finished by the next start or another replica: retry, "
+                              "or read the sandbox");
+        return;
+    }
+    http_util_reply_error(req, 504, "%s", timeout_message);
+}
+
 /*
  * Ends waits that timed out, and those whose operation another controller
  * finished (a replica on the same database): only the runner wakes its own
@@ -858,6 +874,34 @@ static bool sandbox_busy(struct manager *m, const char *id)
     return busy;
 }
 
+/*
+ * The stored policy is the desired one (store first, operation.c): a node that enforces
+ * another (a replace it failed, a node restored from an older instance.json) gets it again
+ * through a sandbox.network operation. A node that does not show its policy (older than
+ * egress) is left alone.
+ */
+static void sync_network(struct manager *m, const struct store_sandbox *sb, json_t *on_node)
+{
+    json_t *want;
+    char op[33];
+
+    if (!json_is_object(on_node)) {
+        return;
+    }
+    want = egress_native(sb->network_json);
+    if (want && !json_equal(want, on_node)) {
+        log_sandbox_warning(sb->id, "the node enforces another egress policy, sending it again");
+        if (store_begin(m->store) >= 0) {
+            if (controller_add_operation(m, OPERATION_KIND_NETWORK, sb->id, op) < 0) {
+                (void)store_rollback(m->store);
+            } else {
+                (void)store_commit(m->store);
+            }
+        }
+    }
+    json_decref(want);
+}
+
 static void sync_done(void *p)
 {
     struct sync_job *j = p;
@@ -888,6 +932,9 @@ static void sync_done(void *p)
             } else {
                 (void)store_commit(m->store);
             }
+        } else if (r >= 0 && strcmp(sb.state, SANDBOX_STATE_RUNNING) == 0 &&
+                   strcmp(sb.desired_state, SANDBOX_STATE_RUNNING) == 0) {
+            sync_network(m, &sb, json_object_get(v, "network"));
         }
         store_sandbox_release(&sb);
     }

@@ -66,9 +66,18 @@ int controller_request_network(struct manager *m, const char *sandbox_id, const 
 int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_op_id[33]);
 
 /* Called on the loop when operation op_id has finished (op is borrowed), or with
- * op NULL when timeout passed first. */
+ * op NULL when timeout passed first or space-api is stopping (controller_stop()):
+ * answer that with controller_reply_unfinished(). */
 typedef void (*controller_wait_fn)(struct manager *m, struct evhttp_request *req,
                                    const struct store_operation *op, void *userdata);
 /* Waits for op_id (which may already be finished) without blocking the loop. */
 void controller_wait(struct manager *m, const char *op_id, struct evhttp_request *req,
                      usec_t timeout, controller_wait_fn fn, void *userdata);
+/*
+ * The answer to a wait that ended before its operation did: 504 with
+ * timeout_message when the wait timed out; 503 (Retry-After) when space-api
+ * is stopping, since the operation is not lost: the next start or another
+ * replica finishes it.
+ */
+void controller_reply_unfinished(struct manager *m, struct evhttp_request *req,
+                                 const char *timeout_message);

@@ -189,7 +189,7 @@ static void create_finished(struct manager *m, struct evhttp_request *req,
     struct store_sandbox sb = { 0 };
 
     if (!op) {
-        http_util_reply_error(req, 504, "sandbox did not start in time");
+        controller_reply_unfinished(m, req, "sandbox did not start in time");
         return;
     }
     if (strcmp(op->state, "succeeded") != 0) {
@@ -358,6 +358,10 @@ static void kill_finished(struct manager *m, struct evhttp_request *req,
 {
     if (op && strcmp(op->state, "succeeded") != 0) {
         http_util_reply_error(req, 500, "kill failed: %s", op->error ? op->error : "");
+        return;
+    }
+    if (!op && m->stopping) {
+        controller_reply_unfinished(m, req, NULL); /* the 503; a plain timeout stays 204 */
         return;
     }
     evhttp_send_reply(req, 204, "No Content", NULL);

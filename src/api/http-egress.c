@@ -60,10 +60,9 @@ static void network_applied(struct manager *m, struct evhttp_request *req,
         int status = (int)json_integer_value(json_object_get(res, "status"));
 
         json_decref(res);
-        http_util_reply_error(req,
-                              status == 400   ? 400
-                              : status == 404 ? 404
-                                              : 502,
+        /* The sandbox is live as far as the store knows: whatever else the node said
+         * (even a 404, a node without the route) is the node's failure, not "not found". */
+        http_util_reply_error(req, status == 400 ? 400 : 502,
                               "the node did not apply the policy: %s",
                               op->error ? op->error : "failed");
     }

@@ -53,7 +53,7 @@ static void create_waited(struct manager *m, struct evhttp_request *req,
                           const struct store_operation *op, void *userdata)
 {
     if (!op) {
-        http_util_reply_error(req, 504, "sandbox did not start in time");
+        controller_reply_unfinished(m, req, "sandbox did not start in time");
     } else if (strcmp(op->state, "succeeded") != 0) {
         http_util_reply_error(req, lifecycle_create_failed_status(op), "cannot create sandbox: %s",
                               op->error ? op->error : "failed");
@@ -212,7 +212,7 @@ static void kill_waited(struct manager *m, struct evhttp_request *req,
                         const struct store_operation *op, void *userdata)
 {
     if (!op) {
-        http_util_reply_error(req, 504, "kill did not finish in time");
+        controller_reply_unfinished(m, req, "kill did not finish in time");
     } else if (strcmp(op->state, "succeeded") != 0) {
         http_util_reply_error(req, 500, "kill failed: %s", op->error ? op->error : "");
     } else {

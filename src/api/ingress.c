@@ -90,6 +90,14 @@
 #define INGRESS_HEAD_TIMEOUT_SEC 10   /* the whole request head */
 #define INGRESS_TUNNEL_TIMEOUT_SEC 15 /* the node answers within its 10 s connect deadline */
 #define INGRESS_IDLE_TIMEOUT_SEC (15 * 60)
+/*
+ * A client that sent EOF before any of the response: TCP cannot tell a
+ * half-close from a client gone for good, and a guest that never answers
+ * would hold the connection (and its tunnel, counted against the sandbox's
+ * cap) for the whole idle timeout; so, as proxies do, the sandbox gets this
+ * long to begin its response, then both sides are closed.
+ */
+#define INGRESS_ABANDONED_SEC 30
 #define INGRESS_REPLY_TIMEOUT_SEC 10 /* to write our own response */
 #define INGRESS_LINGER_SEC 2
 #define INGRESS_HIGH_WATER (256u * 1024) /* per direction */
@@ -905,6 +913,9 @@ static void client_event_cb(struct bufferevent *bev, short what, void *userdata)
         conn_close(c, "done");
         return;
     }
+    if (c->state == CONN_PROXY && !c->sent_response) {
+        timer_set(c, INGRESS_ABANDONED_SEC); /* see timer_cb() */
+    }
     up_pump(c);
 }
 
@@ -1315,14 +1326,15 @@ static void timer_cb(evutil_socket_t fd, short what, void *userdata)
         break;
     case CONN_PROXY: {
         usec_t idle = now_monotonic() - c->last_active;
+        bool abandoned = c->client_eof && !c->sent_response;
+        usec_t limit =
+            (abandoned ? INGRESS_ABANDONED_SEC : INGRESS_IDLE_TIMEOUT_SEC) * USEC_PER_SEC;
         if (c->lingering) {
             conn_close(c, "done");
-        } else if (idle >= INGRESS_IDLE_TIMEOUT_SEC * USEC_PER_SEC) {
-            conn_close(c, "idle timeout");
+        } else if (idle >= limit) {
+            conn_close(c, abandoned ? "client left before the response began" : "idle timeout");
         } else {
-            struct timeval tv = {
-                (time_t)((INGRESS_IDLE_TIMEOUT_SEC * USEC_PER_SEC - idle) / USEC_PER_SEC) + 1, 0
-            };
+            struct timeval tv = { (time_t)((limit - idle) / USEC_PER_SEC) + 1, 0 };
             evtimer_add(c->timer, &tv);
         }
         break;

@@ -79,7 +79,8 @@ static const struct operation_kind_info kind_table[_OPERATION_KIND_MAX] = {
      * anywhere re-sends it (the operation is re-run, the node's PUT is idempotent), and
      * several replaces queued one after another end with the newest. Queued, not refused:
      * behind a create it runs when the create ends (the create already sent the policy it
-     * read), behind another replace it runs after it. No state of its own.
+     * read), behind another replace it runs after it. No state of its own. The node sync
+     * (controller.c) queues one too when the node shows another policy than the row's.
      */
     [OPERATION_KIND_NETWORK] = {
         .name = "sandbox.network", .implemented = true,

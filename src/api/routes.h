@@ -60,7 +60,7 @@ void http_sandbox_egress(struct request_ctx *c);
 /*
  * Answers a policy replace once its sandbox.network operation op (may be "": queued behind
  * the create, which sends the stored policy itself) has run: native 200 {"network"}, E2B
- * 204; 400 when the node refused the policy, 502 when it could not be reached, 504 when it
+ * 204; 400 when the node refused the policy, 502 when it failed otherwise, 504 when it
  * took too long (the stored policy stays the one the node is given, on the next attempt).
  */
 void http_network_wait(struct request_ctx *c, const char *op, bool e2b);

@@ -120,6 +120,12 @@ int client_find_api(char *buf, size_t n)
     return find_path("SPACE_API", rel, buf, n);
 }
 
+int client_find_gw(char *buf, size_t n)
+{
+    static const char *const rel[] = { "space-gw", "../gw/space-gw", NULL };
+    return find_path("SPACE_GW", rel, buf, n);
+}
+
 int client_find_agent(char *buf, size_t n)
 {
     static const char *const rel[] = { "../libexec/space/space-agent", "../agent/space-agent",

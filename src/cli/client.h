@@ -23,5 +23,7 @@ int client_call_ok(const char *method, const char *path, json_t *body, json_t **
 /* Paths of our own pieces, from env overrides, the install tree, or the build tree. */
 int client_find_node(char *buf, size_t n);
 int client_find_api(char *buf, size_t n);
+/* space-gw, the egress gateway ($SPACE_GW, beside space, or src/gw/ in the build tree). */
+int client_find_gw(char *buf, size_t n);
 int client_find_agent(char *buf, size_t n);
 int client_find_share(char *buf, size_t n);

@@ -1,5 +1,5 @@
 /*
- * space sandbox create|ls|get|exec|kill
+ * space sandbox create|ls|get|exec|kill (egress and network: cmd-egress.c)
  *
  * create prints the new id alone on stdout; exec passes the guest's stdout
  * and stderr through byte for byte and exits with the command's exit code
@@ -40,12 +40,19 @@ static void print_json(json_t *j)
 static int sandbox_create(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "template", required_argument, NULL, 't' }, { "vcpus", required_argument, NULL, 'c' },
-        { "memory", required_argument, NULL, 'm' },   { "json", no_argument, NULL, 'j' },
-        { "timeout", required_argument, NULL, 'T' },  { "env", required_argument, NULL, 'e' },
-        { "metadata", required_argument, NULL, 'M' }, {},
+        { "template", required_argument, NULL, 't' },
+        { "vcpus", required_argument, NULL, 'c' },
+        { "memory", required_argument, NULL, 'm' },
+        { "json", no_argument, NULL, 'j' },
+        { "timeout", required_argument, NULL, 'T' },
+        { "env", required_argument, NULL, 'e' },
+        { "metadata", required_argument, NULL, 'M' },
+        { "internet", no_argument, NULL, CLI_OPT_INTERNET },
+        { "allow", required_argument, NULL, CLI_OPT_ALLOW },
+        { "deny", required_argument, NULL, CLI_OPT_DENY },
+        {},
     };
-    json_t *body = json_object(), *res = NULL;
+    json_t *body = json_object(), *res = NULL, *network = NULL;
     bool as_json = false;
     uint32_t v;
     int c, r = 1;
@@ -92,10 +99,22 @@ static int sandbox_create(int argc, char **argv)
         case 'j':
             as_json = true;
             break;
+        case CLI_OPT_INTERNET:
+        case CLI_OPT_ALLOW:
+        case CLI_OPT_DENY:
+            if (cli_policy_option(c, optarg, &network) < 0) {
+                goto out;
+            }
+            break;
         default:
             r = 2;
             goto out;
         }
+    }
+    /* No policy flag: the native default, deny everything. */
+    if (network) {
+        json_object_set_new(body, "network", network);
+        network = NULL;
     }
     if (client_call_ok("POST", "/v1/sandboxes?wait=true", body, &res) < 0) {
         goto out;
@@ -107,6 +126,7 @@ static int sandbox_create(int argc, char **argv)
     }
     r = 0;
 out:
+    json_decref(network);
     json_decref(body);
     json_decref(res);
     return r;
@@ -295,6 +315,8 @@ int cmd_sandbox(int argc, char **argv)
         { "exec", sandbox_exec },
         { "kill", sandbox_kill },
         { "cp", cmd_cp },
+        { "egress", cmd_sandbox_egress },
+        { "network", cmd_sandbox_network },
     };
     if (argc >= 2) {
         for (size_t i = 0; i < ARRAY_SIZE(sub); i++) {
@@ -303,6 +325,6 @@ int cmd_sandbox(int argc, char **argv)
             }
         }
     }
-    fprintf(stderr, "usage: space sandbox create|ls|get|exec|cp|kill ...\n");
+    fprintf(stderr, "usage: space sandbox create|ls|get|exec|cp|kill|egress|network ...\n");
     return 2;
 }

@@ -1,16 +1,23 @@
 /*
  * space up [--detach] [OPTIONS] / space down
  *
- * up is idempotent: it starts whichever of space-node and space-api does not
- * answer /health (building or confirming the base template first when the
- * node must start), each in its own session logging to <data>/<name>.log,
- * and waits until both answer. A restarted node re-attaches the sandboxes
+ * up is idempotent: it starts whichever of space-gw, space-node and
+ * space-api does not answer (building or confirming the base template first
+ * when the node must start), each in its own session logging to
+ * <data>/<name>.log, and waits until all answer: the node and the api on
+ * /health, space-gw by listening on its control socket. space-gw (the
+ * egress gateway, issue 9: DNS proxy, SNI/Host-checking gateway, audit)
+ * starts first with --egress-ceiling, --upstream-dns and --upstream-ca and
+ * its CA in <data>/gw; the node is pointed at its socket (--gw-socket).
+ * Without a space-gw binary, up says so and goes on without egress (every
+ * sandbox denied everything), unless an egress flag asked for it: then it
+ * is an error. A restarted node re-attaches the sandboxes
  * that kept running. With --detach it returns then and prints shell
  * `export` lines for the E2B SDKs (eval "$(space up --detach)"), all status
  * going to stderr; without it, it stays in the foreground until interrupted
  * and then stops both.
  *
- * down [--kill-sandboxes] stops both with SIGTERM. Sandboxes keep running
+ * down [--kill-sandboxes] stops them with SIGTERM (api, node, then gw). Sandboxes keep running
  * (the next up re-attaches them) unless --kill-sandboxes, which kills every
  * sandbox through the node first, leaving no VM or network namespace.
  */
@@ -21,6 +28,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +61,12 @@ static const char *tunnel_socket(void)
     return env_or("SPACE_TUNNEL_SOCKET", "/run/space/tunnel.sock");
 }
 
+/* space-gw's control socket (GW_PROTO_SOCKET_DEFAULT under the default run dir). */
+static void gw_socket(char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/gw.sock", env_or("SPACE_RUN_DIR", "/run/space"));
+}
+
 static void pidfile(const char *name, char *buf, size_t n)
 {
     snprintf(buf, n, "%s/%s.pid", env_or("SPACE_RUN_DIR", "/run/space"), name);
@@ -65,6 +80,27 @@ static bool healthy(const char *socket)
                                   &status, &res);
     json_decref(res);
     return r >= 0 && status == 200;
+}
+
+/* space-gw speaks no HTTP: it is up once its control socket (SOCK_SEQPACKET) accepts. A
+ * connection that never says hello is no session to it (gw-proto.h). */
+static bool listening(const char *socket_path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd;
+    bool ok;
+
+    if (strlen(socket_path) >= sizeof(sa.sun_path)) {
+        return false;
+    }
+    memcpy(sa.sun_path, socket_path, strlen(socket_path));
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return false;
+    }
+    ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close_safe(fd);
+    return ok;
 }
 
 /* kill(pid, 0) succeeds on zombies, and our init may never reap: read the state instead. */
@@ -83,8 +119,11 @@ static bool process_running(pid_t pid)
     return running;
 }
 
-/* Starts argv in its own session, logging to <data>/<name>.log, and waits for /health. */
-static int start_daemon(const char *name, const char *const *argv, const char *socket)
+typedef bool (*ready_fn)(const char *socket);
+
+/* Starts argv in its own session, logging to <data>/<name>.log, and waits until ready. */
+static int start_daemon(const char *name, const char *const *argv, const char *socket,
+                        ready_fn ready)
 {
     char log_path[PATH_MAX], pid_path[PATH_MAX], text[32];
     int log_fd;
@@ -119,7 +158,7 @@ static int start_daemon(const char *name, const char *const *argv, const char *s
             fprintf(stderr, "space: %s exited during start; see '%s'\n", name, log_path);
             return -ECHILD;
         }
-        if (healthy(socket)) {
+        if (ready(socket)) {
             return 0;
         }
         sleep_usec(50 * USEC_PER_MSEC);
@@ -154,11 +193,12 @@ static int read_pidfile(const char *name, pid_t *ret)
  * Starts the daemon unless it answers /health already. One that still runs
  * but does not answer (starting, or stuck) is waited for, never doubled.
  */
-static int ensure_daemon(const char *name, const char *const *argv, const char *socket)
+static int ensure_daemon_ready(const char *name, const char *const *argv, const char *socket,
+                               ready_fn ready)
 {
     pid_t pid = 0;
 
-    if (healthy(socket)) {
+    if (ready(socket)) {
         return 0;
     }
     (void)read_pidfile(name, &pid);
@@ -167,7 +207,7 @@ static int ensure_daemon(const char *name, const char *const *argv, const char *
         fprintf(stderr, "space: %s (pid %d) runs but does not answer yet, waiting\n", name,
                 (int)pid);
         while (now_monotonic() < deadline && process_running(pid)) {
-            if (healthy(socket)) {
+            if (ready(socket)) {
                 return 0;
             }
             sleep_usec(100 * USEC_PER_MSEC);
@@ -179,7 +219,71 @@ static int ensure_daemon(const char *name, const char *const *argv, const char *
         }
     }
     fprintf(stderr, "space: starting %s\n", name);
-    return start_daemon(name, argv, socket);
+    return start_daemon(name, argv, socket, ready);
+}
+
+static int ensure_daemon(const char *name, const char *const *argv, const char *socket)
+{
+    return ensure_daemon_ready(name, argv, socket, healthy);
+}
+
+/* Whether the node binary takes option (its --help lists it): an older one has no gateway. */
+static bool node_knows(const char *node, const char *option)
+{
+    const char *argv[] = { node, "--help", NULL };
+    char *out = NULL;
+    bool yes;
+
+    if (spawn_run(argv, -1, NULL, &out, 1 << 16) < 0) {
+        return false;
+    }
+    yes = out && strstr(out, option);
+    free(out);
+    return yes;
+}
+
+struct egress_opts {
+    const char *ceiling, *upstream_dns, *upstream_ca;
+};
+
+/*
+ * Starts space-gw unless it listens already. 1: running, the node gets --gw-socket; 0: no
+ * space-gw binary (or a node that cannot use one) and nothing asked for egress: go on
+ * without it; -1: an error, printed.
+ */
+static int ensure_gw(const char *node, const struct egress_opts *e, char *sock, size_t n)
+{
+    char gw[PATH_MAX], dir[PATH_MAX];
+    bool asked = e->ceiling || e->upstream_dns || e->upstream_ca;
+
+    gw_socket(sock, n);
+    if (client_find_gw(gw, sizeof(gw)) < 0 || !node_knows(node, "--gw-socket")) {
+        const char *why = client_find_gw(gw, sizeof(gw)) < 0 ? "no space-gw binary (set SPACE_GW)"
+                                                             : "this space-node has no --gw-socket";
+        if (asked) {
+            fprintf(stderr,
+                    "space: --egress-ceiling/--upstream-dns/--upstream-ca need space-gw: "
+                    "%s\n",
+                    why);
+            return -1;
+        }
+        fprintf(stderr, "space: %s: starting without egress (sandboxes reach nothing)\n", why);
+        return 0;
+    }
+    snprintf(dir, sizeof(dir), "%s/gw", client_data_dir());
+    const char *argv[16] = { gw, "--control-socket", sock, "--data-dir", dir };
+    size_t k = 5;
+    const char *optional[][2] = { { "--egress-ceiling", e->ceiling },
+                                  { "--upstream-dns", e->upstream_dns },
+                                  { "--upstream-ca", e->upstream_ca } };
+    for (size_t i = 0; i < ARRAY_SIZE(optional); i++) {
+        if (optional[i][1]) {
+            argv[k++] = optional[i][0];
+            argv[k++] = optional[i][1];
+        }
+    }
+    argv[k] = NULL;
+    return ensure_daemon_ready("gw", argv, sock, listening) < 0 ? -1 : 1;
 }
 
 static int stop_daemon(const char *name)
@@ -267,8 +371,13 @@ int cmd_up(int argc, char **argv)
         { "ingress-tls", required_argument, NULL, 't' },
         { "ingress-cert", required_argument, NULL, 'c' },
         { "ingress-key", required_argument, NULL, 'k' },
+        { "egress-ceiling", required_argument, NULL, 'E' },
+        { "upstream-dns", required_argument, NULL, 'U' },
+        { "upstream-ca", required_argument, NULL, 'C' },
         {},
     };
+    struct egress_opts egress = { 0 };
+    char gw_sock[PATH_MAX];
     const char *store = NULL, *accel = "auto";
     const char *api_listen = env_or("SPACE_API_LISTEN", "127.0.0.1:3000");
     const char *ingress_listen = env_or("SPACE_INGRESS_LISTEN", "127.0.0.1:3001");
@@ -309,13 +418,35 @@ int cmd_up(int argc, char **argv)
         case 'k':
             cert_key = optarg;
             break;
+        case 'E':
+            egress.ceiling = optarg;
+            break;
+        case 'U':
+            egress.upstream_dns = optarg;
+            break;
+        case 'C':
+            egress.upstream_ca = optarg;
+            break;
         default:
             fprintf(stderr, "usage: space up [--detach] [--store URL] [--listen IP:PORT] "
                             "[--ingress IP:PORT] [--ingress-tls IP:PORT|off]\n"
                             "                [--ingress-cert FILE --ingress-key FILE] "
-                            "[--domain NAME] [--accel auto|kvm|tcg]\n");
+                            "[--domain NAME] [--accel auto|kvm|tcg]\n"
+                            "                [--egress-ceiling deny|allowlist|internet] "
+                            "[--upstream-dns IP[:PORT]] [--upstream-ca FILE]\n");
             return 2;
         }
+    }
+    if (egress.ceiling && strcmp(egress.ceiling, "deny") != 0 &&
+        strcmp(egress.ceiling, "allowlist") != 0 && strcmp(egress.ceiling, "internet") != 0) {
+        fprintf(stderr, "space: --egress-ceiling is deny, allowlist or internet, not '%s'\n",
+                egress.ceiling);
+        return 2;
+    }
+    if (egress.upstream_ca && access(egress.upstream_ca, R_OK) < 0) {
+        fprintf(stderr, "space: cannot read --upstream-ca '%s': %s\n", egress.upstream_ca,
+                strerror(errno));
+        return 2;
     }
     if (strcmp(tls_listen, "off") == 0 || !*tls_listen) {
         tls_listen = NULL;
@@ -341,22 +472,35 @@ int cmd_up(int argc, char **argv)
     char share[PATH_MAX], agent[PATH_MAX];
     bool builds = client_find_share(share, sizeof(share)) >= 0 &&
                   client_find_agent(agent, sizeof(agent)) >= 0;
-    const char *nargv[] = { node,
-                            "--data-dir",
-                            client_data_dir(),
-                            "--socket",
-                            node_socket(),
-                            "--tunnel-socket",
-                            tunnel_socket(),
-                            "--accel",
-                            accel,
-                            "--cache-dir",
-                            env_or("SPACE_CACHE_DIR", "/var/cache/space"),
-                            builds ? "--share-dir" : NULL,
-                            share,
-                            "--agent",
-                            agent,
-                            NULL };
+    int gw = ensure_gw(node, &egress, gw_sock, sizeof(gw_sock));
+    if (gw < 0) {
+        return 1;
+    }
+    const char *nargv[24] = { node,
+                              "--data-dir",
+                              client_data_dir(),
+                              "--socket",
+                              node_socket(),
+                              "--tunnel-socket",
+                              tunnel_socket(),
+                              "--accel",
+                              accel,
+                              "--cache-dir",
+                              env_or("SPACE_CACHE_DIR", "/var/cache/space") };
+    size_t nn = 11;
+    if (builds) {
+        nargv[nn++] = "--share-dir";
+        nargv[nn++] = share;
+        nargv[nn++] = "--agent";
+        nargv[nn++] = agent;
+    }
+    if (gw > 0) {
+        nargv[nn++] = "--gw-socket";
+        nargv[nn++] = gw_sock;
+    } else if (node_knows(node, "--no-gw")) {
+        nargv[nn++] = "--no-gw"; /* not waiting for a gateway that never comes */
+    }
+    nargv[nn] = NULL;
     if (ensure_daemon("node", nargv, node_socket()) < 0) {
         return 1;
     }
@@ -472,7 +616,9 @@ int cmd_down(int argc, char **argv)
         k = kill_all_sandboxes();
     }
     int n = stop_daemon("node");
-    if (r < 0 || n < 0 || k < 0) {
+    /* The gateway last: the node's sandboxes lose egress only once the node is gone. */
+    int g = stop_daemon("gw");
+    if (r < 0 || n < 0 || k < 0 || g < 0) {
         return 1;
     }
     fprintf(stderr, kill_sandboxes ? "space: platform stopped, sandboxes killed\n"

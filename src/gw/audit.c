@@ -128,7 +128,8 @@ int audit_batch(struct audit *a, size_t max_records, size_t max_bytes, struct st
         a->batch_has_drop = true;
         a->batch_dropped = a->dropped;
     }
-    while (r >= 0 && n < a->n && n < max_records) {
+    /* The drop record counts against max_records: the node refuses a longer batch. */
+    while (r >= 0 && n < a->n && n + a->batch_has_drop < max_records) {
         size_t i = (a->head + n) % a->max;
         bool comma = out->len > sizeof(prefix) - 1;
         if (out->len + comma + a->lens[i] + sizeof(suffix) - 1 > max_bytes) {

@@ -43,7 +43,8 @@ uint64_t audit_dropped_total(const struct audit *a);
 
 /*
  * Writes {"type":"audit","records":[...]} with the oldest pending records
- * (the drop record first when some were dropped), at most max_records and
+ * (the drop record first when some were dropped), at most max_records (the
+ * drop record included) and
  * at most max_bytes of output, into out (reset first). Returns the number
  * of queued records it holds (the drop record not counted), 0 when nothing
  * is pending (out empty), or -ENOMEM. Nothing leaves the queue until

@@ -10,6 +10,12 @@
  *             0x16                  TLS: a ClientHello (tls-hello.h)
  *             "TOKEN "              HTTP: a request line
  *             anything else         raw TCP: only by address (CIDR entry)
+ *   TLS     the whole ClientHello is peeked (tls-hello.h): no SNI or an ECH
+ *           offer is denied; the SNI must pass the policy for the destination
+ *           and be attributed to it (http-gate.h rule 5). Then TLS is
+ *           terminated with a leaf for the SNI (tls-term.h) and the
+ *           connection continues as HTTP below, every request's Host equal
+ *           to the SNI, each dialed upstream over our own verified TLS.
  *           A guest that sends nothing for GW_SERVER_FIRST_MSEC may be a
  *           server-speaks-first protocol: raw TCP if the address is allowed.
  *           Nothing at all within GW_FIRST_BYTE_SEC: closed (slowloris).
@@ -35,7 +41,10 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -50,6 +59,8 @@
 #include "gw/policy.h"
 #include "gw/resolved.h"
 #include "gw/sandbox.h"
+#include "gw/tls-hello.h"
+#include "gw/tls-term.h"
 #include "shared/http1.h"
 #include "shared/json-util.h"
 #include "shared/listener.h"
@@ -65,6 +76,7 @@
 #define GW_SERVER_FIRST_MSEC 500 /* silence that makes a raw TCP guess */
 #define GW_CONNECT_SEC 10        /* dialing the destination */
 #define GW_IDLE_SEC 300          /* no byte either way */
+#define GW_LINGER_SEC 2          /* after our last byte, for the guest's EOF */
 #define GW_HIGH_WATER (256u * 1024)
 #define GW_SNIFF_MAX 16 /* bytes enough to tell HTTP from the rest */
 #define GW_METHOD_MAX 15
@@ -87,6 +99,9 @@ struct gw_conn {
     size_t peeked; /* SO_RCVLOWAT waits for more than this */
     struct relay *relay;
     enum policy_reason tcp_reason;
+    /* TLS: terminated, both legs through bufferevent_openssl; the SNI every Host must equal */
+    bool tls, tls_sniff;
+    char sni[POLICY_NAME_MAX + 1];
     /* HTTP */
     struct bufferevent *client, *upstream;
     enum up_mode up;
@@ -95,6 +110,7 @@ struct gw_conn {
     struct strbuf fwd; /* the rewritten head, until the upstream is connected */
     size_t scan;       /* http1_find_end() resume */
     bool keep_alive, head_request, upgrade, client_eof, close_after_flush, sent_response;
+    bool lingering; /* our write side is shut; draining the guest's until EOF */
     unsigned requests;
     /* the exchange being audited */
     char host[POLICY_NAME_MAX + 1];
@@ -110,6 +126,8 @@ struct gateway {
     struct listener *listener;
     struct gw_conn *conns;
     unsigned n_conns;
+    uint64_t refused;  /* over a cap since the last audit record of it */
+    usec_t refused_at; /* when that record went */
 };
 
 /* ---- audit ---- */
@@ -130,7 +148,8 @@ static void audit_conn(struct gw_conn *c, const char *proto, bool allow, const c
     if (!rec) {
         return;
     }
-    if (strcmp(proto, "http") == 0) {
+    if (strcmp(proto, "tcp") != 0) {
+        set_str(rec, "sni", c->sni);
         set_str(rec, "host", c->host);
         set_str(rec, "method", c->method);
     }
@@ -149,12 +168,18 @@ static void audit_conn(struct gw_conn *c, const char *proto, bool allow, const c
     gw_audit(sb->gw, rec);
 }
 
+/* Requests over terminated TLS are audited as "tls" (with the SNI), plain ones as "http". */
+static const char *http_proto(const struct gw_conn *c)
+{
+    return c->tls ? "tls" : "http";
+}
+
 /* The HTTP exchange in progress ends (allowed: its record goes now, with its traffic). */
 static void exchange_end(struct gw_conn *c)
 {
     if (c->ex_open) {
         c->ex_open = false;
-        audit_conn(c, "http", true, c->reason, true, c->ex_out, c->ex_in, c->ex_start);
+        audit_conn(c, http_proto(c), true, c->reason, true, c->ex_out, c->ex_in, c->ex_start);
     }
 }
 
@@ -378,8 +403,26 @@ static void client_flush_close_cb(struct bufferevent *bev, void *userdata)
     struct gw_conn *c = userdata;
 
     if (c->close_after_flush && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+        if (c->tls) {
+            /* close_notify first (best effort), so the guest sees an end, not a truncation. */
+            SSL *ssl = bufferevent_openssl_get_ssl(bev);
+            if (ssl && SSL_is_init_finished(ssl)) {
+                (void)SSL_shutdown(ssl);
+            }
+        }
+        if (c->lingering) {
+            return;
+        }
         (void)shutdown(bufferevent_getfd(bev), SHUT_WR);
-        conn_close(c, "done");
+        if (c->client_eof) {
+            conn_close(c, "done");
+            return;
+        }
+        /* Read (and drop) what the guest still sends for a moment: closing with unread input
+         * would reset the connection and could destroy the answer before it is read. */
+        c->lingering = true;
+        bufferevent_enable(bev, EV_READ);
+        timer_in(c, GW_LINGER_SEC * USEC_PER_SEC);
     }
 }
 
@@ -418,7 +461,7 @@ static void http_reply(struct gw_conn *c, int status, const char *phrase, const 
 static void http_deny(struct gw_conn *c, int status, const char *phrase, const char *reason)
 {
     exchange_end(c);
-    audit_conn(c, "http", false, reason, false, 0, 0, 0);
+    audit_conn(c, http_proto(c), false, reason, false, 0, 0, 0);
     http_reply(c, status, phrase, reason);
 }
 
@@ -502,10 +545,39 @@ static void client_write_cb(struct bufferevent *bev, void *userdata)
     }
 }
 
+/* What OpenSSL says went wrong on bev, for an audit reason ("prefix: why"). */
+static void tls_error_reason(struct bufferevent *bev, const char *prefix, char *buf, size_t size)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+    unsigned long e = bufferevent_get_openssl_error(bev);
+    long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+    const char *why = v != X509_V_OK ? X509_verify_cert_error_string(v)
+                      : e            ? ERR_reason_error_string(e)
+                                     : NULL;
+
+    snprintf(buf, size, "%s: %s", prefix, why ? why : "connection closed");
+    while (bufferevent_get_openssl_error(bev)) {
+    }
+}
+
 static void client_event_cb(struct bufferevent *bev, short what, void *userdata)
 {
     struct gw_conn *c = userdata;
 
+    if (what & BEV_EVENT_CONNECTED) {
+        return; /* the guest's handshake is done: its requests follow */
+    }
+    if (c->lingering) {
+        conn_close(c, "done");
+        return;
+    }
+    if (c->tls && (what & BEV_EVENT_ERROR) && c->requests == 0 && !c->ex_open) {
+        char why[160];
+        tls_error_reason(bev, "tls-handshake-failed", why, sizeof(why));
+        audit_conn(c, "tls", false, why, false, 0, 0, 0);
+        conn_close(c, why);
+        return;
+    }
     if (what & BEV_EVENT_EOF) {
         c->client_eof = true;
         bufferevent_disable(bev, EV_READ);
@@ -609,7 +681,7 @@ static void down_pump(struct gw_conn *c)
         }
         if (r < 0) {
             exchange_end(c);
-            audit_conn(c, "http", false, "bad-upstream-response", false, 0, 0, 0);
+            audit_conn(c, http_proto(c), false, "bad-upstream-response", false, 0, 0, 0);
             if (c->sent_response) {
                 conn_close(c, "bad upstream response");
             } else {
@@ -663,6 +735,17 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *userdat
 {
     struct gw_conn *c = userdata;
 
+    if (what & BEV_EVENT_CONNECTED) {
+        return; /* upstream TLS verified (chain and name): the request is on its way */
+    }
+    if (c->tls && (what & BEV_EVENT_ERROR) && !c->sent_response && c->down == DOWN_HEAD) {
+        char why[160];
+        tls_error_reason(bev, "upstream-tls", why, sizeof(why));
+        c->ex_open = false;
+        audit_conn(c, "tls", false, why, false, 0, 0, 0);
+        http_reply(c, 502, "Bad Gateway", why);
+        return;
+    }
     if (what & BEV_EVENT_EOF) {
         if (c->down == DOWN_BODY && c->resp_body.kind == HTTP1_BODY_UNTIL_EOF) {
             response_done(c);
@@ -680,7 +763,7 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *userdat
     }
     if (!c->sent_response) {
         c->ex_open = false;
-        audit_conn(c, "http", false, "upstream-error", false, 0, 0, 0);
+        audit_conn(c, http_proto(c), false, "upstream-error", false, 0, 0, 0);
         http_reply(c, 502, "Bad Gateway", "upstream-error");
         return;
     }
@@ -694,13 +777,27 @@ static void http_connected_cb(evutil_socket_t fd, short what, void *userdata)
 
     if (r < 0) {
         c->ex_open = false;
-        audit_conn(c, "http", false, "upstream-unreachable", false, 0, 0, 0);
+        audit_conn(c, http_proto(c), false, "upstream-unreachable", false, 0, 0, 0);
         close_safe(c->up_fd);
         c->up_fd = -EBADF;
         http_reply(c, 502, "Bad Gateway", "upstream-unreachable");
         return;
     }
-    c->upstream = bufferevent_socket_new(c->g->sb->gw->base, c->up_fd, BEV_OPT_CLOSE_ON_FREE);
+    if (c->tls) {
+        /* Our own TLS upstream: SNI = the guest's, chain and name verified (tls-term.h). */
+        SSL *ssl = tls_term_client(c->g->sb->gw->tls, c->sni);
+        c->upstream =
+            ssl ? bufferevent_openssl_socket_new(c->g->sb->gw->base, c->up_fd, ssl,
+                                                 BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE)
+                : NULL;
+        if (!c->upstream) {
+            SSL_free(ssl);
+        } else {
+            bufferevent_openssl_set_allow_dirty_shutdown(c->upstream, 1);
+        }
+    } else {
+        c->upstream = bufferevent_socket_new(c->g->sb->gw->base, c->up_fd, BEV_OPT_CLOSE_ON_FREE);
+    }
     if (!c->upstream) {
         conn_close(c, "out of memory");
         return;
@@ -757,7 +854,7 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
         .resolved = sb->resolved,
         .dst = c->dst.sin_addr,
         .port = c->port,
-        .sni = NULL,
+        .sni = c->tls ? c->sni : NULL,
         .now = now_monotonic(),
     };
     http_gate_check(&in, head, &req, &res);
@@ -787,7 +884,7 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
     timer_in(c, 10 * USEC_PER_SEC); /* the idle check from here on */
     if (dial_start(c, http_connected_cb) < 0) {
         c->ex_open = false;
-        audit_conn(c, "http", false, "upstream-unreachable", false, 0, 0, 0);
+        audit_conn(c, http_proto(c), false, "upstream-unreachable", false, 0, 0, 0);
         http_reply(c, 502, "Bad Gateway", "upstream-unreachable");
     }
 }
@@ -835,11 +932,25 @@ static void http_next(struct gw_conn *c)
     }
 }
 
-static void start_http(struct gw_conn *c)
+/* ssl: the guest leg's server side (terminated TLS), NULL for plain HTTP. Owned. */
+static void start_http(struct gw_conn *c, SSL *ssl)
 {
+    struct event_base *base = c->g->sb->gw->base;
+
     (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &(int){ 1 }, sizeof(int));
     event_del(c->ev); /* freed with c: this may be its own callback */
-    c->client = bufferevent_socket_new(c->g->sb->gw->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
+    if (ssl) {
+        /* The ClientHello is still in the socket (only peeked): OpenSSL reads it first. */
+        c->client = bufferevent_openssl_socket_new(base, c->fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                   BEV_OPT_CLOSE_ON_FREE);
+        if (!c->client) {
+            SSL_free(ssl);
+        } else {
+            bufferevent_openssl_set_allow_dirty_shutdown(c->client, 1);
+        }
+    } else {
+        c->client = bufferevent_socket_new(base, c->fd, BEV_OPT_CLOSE_ON_FREE);
+    }
     if (!c->client) {
         conn_close(c, "out of memory");
         return;
@@ -862,12 +973,88 @@ static bool is_upper(uint8_t b)
     return b >= 'A' && b <= 'Z';
 }
 
-static void start_tls(struct gw_conn *c)
+static void tls_deny(struct gw_conn *c, const char *reason)
 {
-    /* Until TLS termination lands (tls-hello.h, tls-term.h): TLS cannot be checked, so it
-     * does not pass. */
-    audit_conn(c, "tls", false, "tls-unsupported", false, 0, 0, 0);
-    conn_reset(c, "TLS not supported yet");
+    audit_conn(c, "tls", false, reason, false, 0, 0, 0);
+    conn_reset(c, reason);
+}
+
+/*
+ * The first byte was a TLS handshake record: the ClientHello, peeked whole
+ * (at most TLS_HELLO_MAX), must name an allowed SNI attributed to the
+ * destination; then TLS is terminated with a leaf for that name.
+ */
+static void sniff_tls(struct gw_conn *c)
+{
+    static uint8_t buf[TLS_HELLO_MAX]; /* one loop thread; the bytes stay in the socket */
+    struct sandbox *sb = c->g->sb;
+    struct tls_hello hello;
+    struct http_gate_result res;
+    ssize_t n;
+    int r;
+
+    n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+    if (n <= 0) {
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            return;
+        }
+        tls_deny(c, "tls-truncated");
+        return;
+    }
+    r = tls_hello_parse(buf, (size_t)n, &hello);
+    if (r == -EAGAIN) {
+        /* Wait for more than what is there (no spinning on bytes already seen). */
+        int lowat = (int)n + 1;
+        if ((size_t)n <= c->peeked) {
+            return; /* woken without new bytes: still waiting */
+        }
+        c->peeked = (size_t)n;
+        (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+        timer_in(c, first_byte_left(c));
+        return;
+    }
+    event_del(c->timer);
+    if (r == -E2BIG) {
+        tls_deny(c, "tls-hello-too-large");
+        return;
+    }
+    if (r < 0) {
+        tls_deny(c, "tls-malformed-hello");
+        return;
+    }
+    if (hello.has_ech) {
+        tls_deny(c, "ech"); /* the outer SNI would say nothing of where it goes */
+        return;
+    }
+    if (!hello.has_sni) {
+        tls_deny(c, "no-sni");
+        return;
+    }
+    snprintf(c->sni, sizeof(c->sni), "%s", hello.sni);
+    struct http_gate_input in = {
+        .policy = sb->policy,
+        .env = &sb->gw->env,
+        .resolved = sb->resolved,
+        .dst = c->dst.sin_addr,
+        .port = c->port,
+        .now = now_monotonic(),
+    };
+    http_gate_check_name(&in, c->sni, &res);
+    if (!res.allow) {
+        tls_deny(c, res.reason);
+        return;
+    }
+    if (!sb->gw->tls) {
+        tls_deny(c, "tls-unavailable");
+        return;
+    }
+    SSL *ssl = tls_term_server(sb->gw->tls, c->sni);
+    if (!ssl) {
+        tls_deny(c, "tls-leaf-failed");
+        return;
+    }
+    c->tls = true;
+    start_http(c, ssl);
 }
 
 static void sniff_cb(evutil_socket_t fd, short what, void *userdata)
@@ -879,6 +1066,10 @@ static void sniff_cb(evutil_socket_t fd, short what, void *userdata)
 
     if (what & EV_TIMEOUT) {
         return; /* the conn timer decides */
+    }
+    if (c->tls_sniff) {
+        sniff_tls(c);
+        return;
     }
     n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
     if (n < 0) {
@@ -892,15 +1083,16 @@ static void sniff_cb(evutil_socket_t fd, short what, void *userdata)
         conn_close(c, "closed before sending");
         return;
     }
-    event_del(c->timer);
     if (buf[0] == 0x16) {
-        start_tls(c);
+        c->tls_sniff = true;
+        sniff_tls(c);
         return;
     }
+    event_del(c->timer);
     for (i = 0; i < (size_t)n && is_upper(buf[i]); i++) {
     }
     if (i > 0 && i < (size_t)n && i <= GW_METHOD_MAX && buf[i] == ' ') {
-        start_http(c);
+        start_http(c, NULL);
         return;
     }
     if (i == (size_t)n && i <= GW_METHOD_MAX) {
@@ -934,7 +1126,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *userdata)
             timer_in(c, first_byte_left(c));
             return;
         }
-        audit_conn(c, "tcp", false, "first-byte-timeout", false, 0, 0, 0);
+        audit_conn(c, c->tls_sniff ? "tls" : "tcp", false, "first-byte-timeout", false, 0, 0, 0);
         conn_reset(c, "first byte timeout");
         return;
     case PH_HTTP:
@@ -975,9 +1167,23 @@ static void accept_cb(struct listener *l, int fd, const struct sockaddr *peer, s
     socklen_t dl = sizeof(struct sockaddr_in);
 
     if (g->n_conns >= gw->limits.conns_per_sandbox || gw->n_conns >= gw->max_conns) {
-        /* Over a cap: refused before any byte is read (no audit flood from a flood). */
+        /* Over a cap: refused before any byte is read, audited at most once a second with a
+         * count (a flood must not become an audit flood). */
+        usec_t now = now_monotonic();
         listener_release(l, peer);
         close_safe(fd);
+        g->refused++;
+        if (now - g->refused_at >= USEC_PER_SEC) {
+            json_t *rec = audit_record_new(sb->id, "tcp");
+            if (rec) {
+                json_object_set_new(rec, "verdict", json_string("deny"));
+                json_object_set_new(rec, "reason", json_string("conn-limit"));
+                json_object_set_new(rec, "count", json_integer((json_int_t)g->refused));
+                gw_audit(gw, rec);
+            }
+            g->refused = 0;
+            g->refused_at = now;
+        }
         return;
     }
     c = calloc(1, sizeof(*c));

@@ -33,7 +33,7 @@
 #include "gw/control.h"
 #include "gw/policy.h"
 #include "gw/sandbox.h"
-#include "shared/ca.h"
+#include "gw/tls-term.h"
 #include "shared/gw-proto.h"
 #include "shared/listener.h"
 
@@ -214,6 +214,11 @@ static int drop_privileges(const char *user)
     return 0;
 }
 
+static void sweep_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    sandbox_sweep(userdata);
+}
+
 static void signal_cb(evutil_socket_t sig, short what, void *userdata)
 {
     log_info("signal %d: stopping", (int)sig);
@@ -223,9 +228,9 @@ static void signal_cb(evutil_socket_t sig, short what, void *userdata)
 int main(int argc, char **argv)
 {
     struct gw gw = { 0 };
-    struct ca *ca = NULL;
-    struct event *sigterm = NULL, *sigint = NULL;
-    char path[PATH_MAX], dns[INET_ADDRSTRLEN];
+    struct event *sigterm = NULL, *sigint = NULL, *sweep = NULL;
+    struct timeval ten = { 10, 0 };
+    char dns[INET_ADDRSTRLEN];
     int r;
 
     log_set_ident("space-gw");
@@ -266,16 +271,15 @@ int main(int argc, char **argv)
 
     r = mkdir_p(arg_data_dir, 0700);
     if (r >= 0) {
-        r = ca_open(arg_data_dir, &ca);
+        r = tls_term_new(arg_data_dir, arg_upstream_ca, &gw.tls);
     }
     if (r < 0) {
         log_error_errno(r, "cannot open the egress CA in '%s': %m", arg_data_dir);
         return 1;
     }
-    snprintf(path, sizeof(path), "%s", ca_cert_path(ca));
-    r = read_file(path, 1 << 20, &gw.ca_pem, NULL);
-    if (r < 0) {
-        log_error_errno(r, "cannot read '%s': %m", path);
+    gw.ca_pem = strdup(tls_term_ca_pem(gw.tls));
+    if (!gw.ca_pem) {
+        r = -ENOMEM;
         goto out;
     }
     r = audit_new(0, &gw.audit);
@@ -301,7 +305,9 @@ int main(int argc, char **argv)
     (void)prctl(PR_SET_DUMPABLE, 0); /* the CA key is in memory */
     sigterm = evsignal_new(gw.base, SIGTERM, signal_cb, gw.base);
     sigint = evsignal_new(gw.base, SIGINT, signal_cb, gw.base);
-    if (!sigterm || !sigint || event_add(sigterm, NULL) < 0 || event_add(sigint, NULL) < 0) {
+    sweep = event_new(gw.base, -1, EV_PERSIST, sweep_cb, &gw);
+    if (!sigterm || !sigint || !sweep || event_add(sigterm, NULL) < 0 ||
+        event_add(sigint, NULL) < 0 || event_add(sweep, &ten) < 0) {
         r = -ENOMEM;
         goto out;
     }
@@ -324,11 +330,14 @@ out:
     if (sigint) {
         event_free(sigint);
     }
+    if (sweep) {
+        event_free(sweep);
+    }
     if (gw.base) {
         event_base_free(gw.base);
     }
     free(gw.ca_pem);
-    ca_free(ca);
+    tls_term_free(gw.tls);
     log_info("stopped");
     return r < 0 ? 1 : 0;
 }

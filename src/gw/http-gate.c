@@ -96,11 +96,19 @@ void http_gate_check(const struct http_gate_input *in, const char *head,
     if (in->sni && strcmp(in->sni, out->host) != 0) {
         return verdict(out, false, "host-mismatch");
     }
-    pr = policy_check_name_addr(in->policy, in->env, out->host, AF_INET, &in->dst, in->port);
+    http_gate_check_name(in, out->host, out);
+}
+
+void http_gate_check_name(const struct http_gate_input *in, const char *name,
+                          struct http_gate_result *out)
+{
+    enum policy_reason pr =
+        policy_check_name_addr(in->policy, in->env, name, AF_INET, &in->dst, in->port);
+
     if (!policy_reason_allows(pr)) {
         return verdict(out, false, policy_reason_str(pr));
     }
-    if (!resolved_has(in->resolved, out->host, in->dst.s_addr, in->now)) {
+    if (!resolved_has(in->resolved, name, in->dst.s_addr, in->now)) {
         enum policy_reason ar = policy_check_addr(in->policy, in->env, AF_INET, &in->dst, in->port);
         if (ar != POLICY_ALLOW_CIDR) {
             return verdict(out, false, "unresolved-destination");

@@ -50,3 +50,11 @@ struct http_gate_result {
 
 void http_gate_check(const struct http_gate_input *in, const char *head,
                      const struct http1_request *req, struct http_gate_result *out);
+
+/*
+ * Rule 5 alone, for a normalised name (a ClientHello's SNI before the
+ * handshake): allowed for in->dst and in->port, and attributed to it.
+ * Fills out->allow and out->reason (out->host is left alone).
+ */
+void http_gate_check_name(const struct http_gate_input *in, const char *name,
+                          struct http_gate_result *out);

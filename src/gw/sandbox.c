@@ -49,8 +49,24 @@ static void sandbox_free(struct sandbox *sb)
 
 void sandbox_maybe_free(struct sandbox *sb)
 {
-    if (!sb->dns && !gateway_listening(sb->gateway) && gateway_conns(sb->gateway) == 0) {
-        sandbox_free(sb);
+    if (sb->dns || gateway_listening(sb->gateway) || gateway_conns(sb->gateway) > 0) {
+        return;
+    }
+    if (sb->orphaned && now_monotonic() - sb->orphaned < SANDBOX_ORPHAN_USEC) {
+        return;
+    }
+    sandbox_free(sb);
+}
+
+void sandbox_sweep(struct gw *gw)
+{
+    struct sandbox *sb = gw->sandboxes, *next;
+
+    for (; sb; sb = next) {
+        next = sb->next;
+        if (sb->orphaned) {
+            sandbox_maybe_free(sb);
+        }
     }
 }
 
@@ -108,6 +124,7 @@ int sandbox_attach(struct gw *gw, const char *iid, const char *sandbox_id, struc
     int r;
 
     if (sb && strcmp(sb->id, sandbox_id) != 0) {
+        sb->orphaned = 0;
         /* The instance now serves another sandbox: nothing of the old one may carry over
          * (its attribution least of all). */
         sandbox_close(sb, true);
@@ -144,6 +161,7 @@ int sandbox_attach(struct gw *gw, const char *iid, const char *sandbox_id, struc
     }
     policy_free(sb->policy);
     sb->policy = TAKE_PTR(*policy);
+    sb->orphaned = 0;
     log_sandbox_info(sb->id, "attached instance %s", sb->iid);
     return 0;
 }
@@ -169,6 +187,7 @@ int sandbox_detach(struct gw *gw, const char *iid)
         return -ENOENT;
     }
     log_sandbox_info(sb->id, "detached instance %s", sb->iid);
+    sb->orphaned = 0;
     sandbox_close(sb, true);
     /* A sandbox with connections still closing keeps its entry a moment: not by this iid. */
     sb = sandbox_find(gw, iid);
@@ -184,6 +203,9 @@ void sandbox_release_all_fds(struct gw *gw)
 
     for (; sb; sb = next) {
         next = sb->next;
+        if (sb->dns || !sb->orphaned) {
+            sb->orphaned = now_monotonic();
+        }
         sandbox_close(sb, false);
     }
 }

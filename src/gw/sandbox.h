@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 
+#include "basic/time-util.h"
 #include "gw/control-msg.h"
 #include "gw/policy.h"
 #include "shared/sandbox-id.h"
@@ -63,6 +64,7 @@ struct sandbox {
     struct policy *policy;
     struct resolved *resolved;
     struct dns_proxy *dns;   /* NULL when not attached */
+    usec_t orphaned;         /* when a new node session took its descriptors; 0 otherwise */
     struct gateway *gateway; /* listener (NULL when not attached) + live connections */
 };
 
@@ -85,8 +87,19 @@ int sandbox_detach(struct gw *gw, const char *iid);
 /* A new node session: closes every sandbox's descriptors, lets connections finish. */
 void sandbox_release_all_fds(struct gw *gw);
 
-/* Frees sb when it is neither attached nor has connections (gateway calls it). */
+/*
+ * Frees sb when it is neither attached nor has connections (gateway calls
+ * it). An entry a new node session orphaned (hello) is kept up to
+ * SANDBOX_ORPHAN_USEC for the node to attach it again: its attribution
+ * (what the guest resolved, and may still hold in its cache) survives a
+ * node restart.
+ */
 void sandbox_maybe_free(struct sandbox *sb);
+
+#define SANDBOX_ORPHAN_USEC (300 * USEC_PER_SEC) /* DNS_PROXY_TTL_MAX */
+
+/* Frees the orphans whose time is up (gw.c calls it every few seconds). */
+void sandbox_sweep(struct gw *gw);
 
 /* Everything, at exit. */
 void sandbox_free_all(struct gw *gw);

@@ -79,7 +79,14 @@ static void test_drop(void **state)
     /* The newest are kept. */
     assert_int_equal(json_integer_value(json_object_get(json_array_get(recs, 1), "n")), 15);
     json_decref(recs);
-    audit_commit(a, 10);
+    /* The drop record counts against the record bound. */
+    assert_int_equal(audit_batch(a, 5, 65536, &sb), 4);
+    recs = records_of(&sb);
+    assert_int_equal(json_array_size(recs), 5);
+    json_decref(recs);
+    audit_commit(a, 4);
+    assert_int_equal(audit_batch(a, 256, 65536, &sb), 6);
+    audit_commit(a, 6);
     assert_int_equal(audit_batch(a, 256, 65536, &sb), 0);
     assert_int_equal(sb.len, 0);
     /* A record that can never fit a datagram is dropped and counted, not stuck. */

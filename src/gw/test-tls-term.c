@@ -344,23 +344,31 @@ static void test_upstream_verify(void **state)
     tls_term_free(t);
 }
 
-/* The second connection to a name resumes the first one's verified session. */
-static void test_upstream_resume(void **state)
+/*
+ * The second connection to a name resumes the first one's verified
+ * session, and so do the ones after it, though every connection ends
+ * without a close_notify (as relayed ones do): TLS 1.3 tickets and TLS 1.2
+ * session tickets both.
+ */
+static void upstream_resume(int server_max_version)
 {
     const char *names[] = { "upstream.test", "other.test" };
     struct tls_term *t;
     char bundle[256];
     SSL_CTX *sctx = upstream_ctx(names, 2);
 
+    if (server_max_version) {
+        assert_int_equal(SSL_CTX_set_max_proto_version(sctx, server_max_version), 1);
+    }
     snprintf(bundle, sizeof(bundle), "%s/ca.crt", updir);
     assert_int_equal(tls_term_new(gwdir, bundle, &t), 0);
     static const struct {
         const char *name;
-        int max_version;
         bool reused;
     } steps[] = {
-        { "upstream.test", 0, false }, { "upstream.test", 0, true }, { "upstream.test", 0, true },
-        { "other.test", 0, false },    { "other.test", 0, true },    { "upstream.test", 0, true },
+        { "upstream.test", false }, { "upstream.test", true }, { "upstream.test", true },
+        { "other.test", false },    { "other.test", true },    { "upstream.test", true },
+        { "upstream.test", true },
     };
     for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
         SSL *s = SSL_new(sctx), *c = tls_term_client(t, steps[i].name);
@@ -368,30 +376,40 @@ static void test_upstream_resume(void **state)
         SSL_set_accept_state(s);
         assert_int_equal(handshake(c, s), 1);
         assert_int_equal(SSL_get_verify_result(c), X509_V_OK);
+        if (server_max_version) {
+            assert_int_equal(SSL_version(c), server_max_version);
+        }
         if (SSL_session_reused(c) != steps[i].reused) {
             fail_msg("step %zu (%s): reused %d", i, steps[i].name, SSL_session_reused(c));
         }
         exchange(c, s); /* the client reads the server's session tickets here */
-        SSL_free(c);
+        SSL_free(c);    /* no SSL_shutdown(): a dirty close */
         SSL_free(s);
     }
     /* A name whose handshake failed leaves nothing to resume. */
-    SSL *s = SSL_new(sctx), *c = tls_term_client(t, "third.test");
-    SSL_set_accept_state(s);
-    assert_int_equal(handshake(c, s), 0);
-    ERR_clear_error();
-    SSL_free(c);
-    SSL_free(s);
-    s = SSL_new(sctx);
-    c = tls_term_client(t, "third.test");
-    SSL_set_accept_state(s);
-    assert_int_equal(handshake(c, s), 0);
-    assert_int_equal(SSL_get_verify_result(c), X509_V_ERR_HOSTNAME_MISMATCH);
-    ERR_clear_error();
-    SSL_free(c);
-    SSL_free(s);
+    for (int i = 0; i < 2; i++) {
+        SSL *s = SSL_new(sctx), *c = tls_term_client(t, "third.test");
+
+        SSL_set_accept_state(s);
+        assert_int_equal(handshake(c, s), 0);
+        assert_int_equal(SSL_get_verify_result(c), X509_V_ERR_HOSTNAME_MISMATCH);
+        assert_false(SSL_session_reused(c));
+        ERR_clear_error();
+        SSL_free(c);
+        SSL_free(s);
+    }
     SSL_CTX_free(sctx);
     tls_term_free(t);
+}
+
+static void test_upstream_resume(void **state)
+{
+    upstream_resume(0);
+}
+
+static void test_upstream_resume_tls12(void **state)
+{
+    upstream_resume(TLS1_2_VERSION);
 }
 
 int main(void)
@@ -402,6 +420,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cache_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upstream_verify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upstream_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upstream_resume_tls12, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

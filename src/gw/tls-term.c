@@ -346,9 +346,17 @@ SSL *tls_term_client(struct tls_term *t, const char *sni)
         SSL_free(ssl);
         return NULL;
     }
+    /* The cached session, as a copy again: a TLS 1.2 resumption runs on the
+     * object it is given, and OpenSSL marks that one not resumable when the
+     * connection ends without a close_notify (RFC 5246 no longer asks it to). */
     e = cache_find(&t->sessions, sni);
     if (e && SSL_SESSION_is_resumable(e->sess)) {
-        SSL_set_session(ssl, e->sess); /* a failure only costs the full handshake */
+        SSL_SESSION *copy = SSL_SESSION_dup(e->sess);
+
+        if (copy) {
+            SSL_set_session(ssl, copy); /* a failure only costs the full handshake */
+            SSL_SESSION_free(copy);
+        }
     }
     SSL_set_connect_state(ssl);
     return ssl;

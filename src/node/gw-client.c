@@ -40,6 +40,7 @@ struct gw_request {
     char *text;
     int fds[2];
     int n_fds;
+    usec_t sent_at; /* monotonic, once sent */
 };
 
 /* A FIFO of requests in a fixed array (GW_CLIENT_QUEUE_MAX). */
@@ -57,7 +58,7 @@ struct gw_client {
 
     enum gw_state state;
     int fd;
-    struct event *ev_read, *ev_write, *retry;
+    struct event *ev_read, *ev_write, *retry, *watchdog;
     struct gw_fifo out, sent;
     char *ca_pem;
     char *buf;  /* one datagram, GW_PROTO_MSG_MAX + 1 */
@@ -177,6 +178,7 @@ static int flush(struct gw_client *gw)
             sent.fds[i] = close_safe(sent.fds[i]);
         }
         sent.n_fds = 0;
+        sent.sent_at = now_monotonic();
         free(sent.text);
         sent.text = NULL;
         fifo_push(&gw->sent, &sent);
@@ -344,6 +346,17 @@ static void read_cb(evutil_socket_t fd, short what, void *userdata)
     }
 }
 
+/* Once a second while connected: a gateway that stopped answering gets a new session. */
+static void watchdog_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    struct gw_client *gw = userdata;
+    struct gw_request *q = fifo_head(&gw->sent);
+
+    if (gw->state != GW_DOWN && q && now_monotonic() - q->sent_at > GW_CLIENT_REPLY_TIMEOUT) {
+        session_reset(gw, "it did not answer a request in time");
+    }
+}
+
 static void write_cb(evutil_socket_t fd, short what, void *userdata)
 {
     (void)flush(userdata);
@@ -405,11 +418,14 @@ int gw_client_new(struct event_base *base, const char *path, const char *node_na
     gw->out.items = calloc(GW_CLIENT_QUEUE_MAX, sizeof(struct gw_request));
     gw->sent.items = calloc(GW_CLIENT_QUEUE_MAX, sizeof(struct gw_request));
     gw->retry = evtimer_new(base, try_connect, gw);
+    gw->watchdog = event_new(base, -1, EV_PERSIST, watchdog_cb, gw);
     if (!gw->path || !gw->node_name || !gw->buf || !gw->out.items || !gw->sent.items ||
-        !gw->retry) {
+        !gw->retry || !gw->watchdog) {
         gw_client_free(gw);
         return -ENOMEM;
     }
+    struct timeval second = { 1, 0 };
+    event_add(gw->watchdog, &second);
     /* Right away, but from the loop: resync may use what the caller sets up after this. */
     event_active(gw->retry, EV_TIMEOUT, 0);
     *ret = gw;
@@ -424,6 +440,9 @@ struct gw_client *gw_client_free(struct gw_client *gw)
     session_close(gw);
     if (gw->retry) {
         event_free(gw->retry);
+    }
+    if (gw->watchdog) {
+        event_free(gw->watchdog);
     }
     free(gw->out.items);
     free(gw->sent.items);

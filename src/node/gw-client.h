@@ -10,9 +10,9 @@
  * to requests in order and logged when they fail; audit batches go into the
  * ring (egress-audit.h). When the socket is missing, refused, closed or
  * misbehaves (a reply out of order, a malformed datagram, descriptors sent
- * to us), the session is dropped and tried again every GW_CLIENT_RETRY; the
- * first failure is logged, the retries are quiet. Nothing is lost by a
- * reset: every new session re-attaches everything with the current policy.
+ * to us, no reply within GW_CLIENT_REPLY_TIMEOUT), the session is dropped and tried again every
+ * GW_CLIENT_RETRY; the first failure is logged, the retries are quiet. Nothing is lost by a reset:
+ * every new session re-attaches everything with the current policy.
  *
  * Bounded: at most GW_CLIENT_QUEUE_MAX requests wait to be sent or for
  * their reply; a gateway that falls that far behind gets a new session
@@ -26,6 +26,8 @@
 
 #define GW_CLIENT_RETRY (1 * USEC_PER_SEC)
 #define GW_CLIENT_QUEUE_MAX 1024u
+/* A request space-gw has not answered in this long ends the session (hung gateway). */
+#define GW_CLIENT_REPLY_TIMEOUT (10 * USEC_PER_SEC)
 
 struct gw_client;
 

@@ -32,13 +32,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <event2/buffer.h>
-#include <sys/queue.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <unistd.h>
 
 #include "basic/base64.h"
@@ -48,11 +48,14 @@
 #include "basic/parse-util.h"
 #include "gw/policy.h"
 #include "node/manager.h"
+#include "shared/gw-proto.h"
 #include "shared/http-util.h"
 #include "shared/sandbox-id.h"
 #include "shared/spawn.h"
 
 #define HTTP_MAX_BODY (1u << 20)
+/* Canonical policy text: what fits in one attach message with room for its envelope. */
+#define HTTP_MAX_POLICY (GW_PROTO_MSG_MAX - 1024)
 #define MAX_VCPUS 16
 #define MAX_MEMORY_MIB (64u * 1024)
 #define MIN_MEMORY_MIB 128
@@ -308,6 +311,14 @@ static char *policy_text(struct evhttp_request *req, const json_t *network)
     if (!text) {
         http_util_reply_error(req, 500, "cannot store the network policy: %s",
                               strerror(r < 0 ? -r : ENOMEM));
+        return NULL;
+    }
+    /* It travels to space-gw inside one attach datagram (gw-proto.h). */
+    if (strlen(text) > HTTP_MAX_POLICY) {
+        http_util_reply_error(req, 400, "network policy too large (%zu bytes, at most %u)",
+                              strlen(text), HTTP_MAX_POLICY);
+        free(text);
+        return NULL;
     }
     return text;
 }

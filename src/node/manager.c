@@ -18,6 +18,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "gw/policy.h"
 #include "node/netslot.h"
 
 int manager_run_job(struct manager *m, manager_job_fn work, manager_job_fn done, void *job)
@@ -192,9 +193,33 @@ void manager_shutdown(struct manager *m)
     evtimer_add(m->stop_timer, &timeout);
 }
 
+/* A stored policy that no longer parses (edited by hand, an older format) denies everything. */
+static void check_stored_policy(struct vm *vm)
+{
+    struct policy_error perr = { .message = "" };
+    struct policy *p = NULL;
+    json_error_t jerr;
+    json_t *j;
+
+    if (!vm->rec.network) {
+        return;
+    }
+    j = json_loads(vm->rec.network, 0, &jerr);
+    if (!j || policy_parse_native(j, &p, &perr) < 0) {
+        log_sandbox_warning(vm_sandbox_id(vm),
+                            "instance %s: stored network policy is invalid (%s), it gets none "
+                            "(deny everything)",
+                            vm->rec.iid, j ? perr.message : jerr.text);
+        (void)instance_record_set_network(&vm->rec, NULL);
+    }
+    policy_free(p);
+    json_decref(j);
+}
+
 static void adopt_cb(struct vm *vm, void *userdata)
 {
     struct manager *m = userdata;
+    check_stored_policy(vm);
     if (manager_find(m, vm_sandbox_id(vm)) || manager_add(m, vm) < 0) {
         log_sandbox_error(vm_sandbox_id(vm),
                           "cannot adopt instance %s, leaving it to the next "

@@ -74,7 +74,6 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
                        "  counter guest_direct {}\n"
                        "  counter guest_udp {}\n"
                        "  counter guest_icmp {}\n"
-                       "  counter guest_not_dnat {}\n"
                        "  counter host_out {}\n"
                        "  counter forward {}\n"
                        /* Before routing: a guest packet to anywhere but the host side is
@@ -87,8 +86,8 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
                        "  chain guest_pre {\n"
                        "    ct state established,related accept\n"
                        "    ct state invalid counter name \"guest_invalid\" drop\n"
-                       "    ip daddr != %4$s meta l4proto tcp accept\n"
-                       "    meta l4proto tcp counter name \"guest_direct\" drop\n"
+                       /* Elsewhere: redirected below; to the host side: input decides. */
+                       "    meta l4proto tcp accept\n"
                        "    ip daddr %4$s udp dport %5$u accept\n"
                        "    meta l4proto udp counter name \"guest_udp\" drop\n"
                        "    meta l4proto icmp counter name \"guest_icmp\" drop\n"
@@ -112,11 +111,11 @@ int nft_sandbox_ruleset(const struct nft_sandbox *s, char **ret)
                        "    jump guest_services\n"
                        "    counter name \"guest_new\" drop\n"
                        "  }\n"
-                       /* Only what prerouting let through reaches here, checked again: the
-                        * gateway port only through the redirect, DNS only to the proxy. */
+                       /* The gateway port only through the redirect (so a guest cannot pick
+                        * the destination the gateway sees), DNS only to the proxy. */
                        "  chain guest_services {\n"
                        "    tcp dport %6$u ct status dnat accept\n"
-                       "    meta l4proto tcp counter name \"guest_not_dnat\" drop\n"
+                       "    tcp dport %6$u counter name \"guest_direct\" drop\n"
                        "    udp dport %5$u accept\n"
                        "  }\n"
                        "  chain output {\n"

@@ -17,20 +17,21 @@
  *                     gateway port only with `ct status dnat`, so a guest
  *                     cannot reach it, or any other host port, directly;
  *                   - UDP to the host side's port 53 (the DNS proxy).
- *                 Everything else (other UDP incl. QUIC and DNS elsewhere,
- *                 ICMP, TCP straight to the host side) is dropped in a
- *                 prerouting filter chain, where it is still visible: with
- *                 forwarding off, a packet for a non-local address would
- *                 otherwise die in routing, uncounted.
+ *                 Other UDP (incl. QUIC and DNS elsewhere), ICMP and other
+ *                 protocols are dropped in a prerouting filter chain, where
+ *                 they are still visible: with forwarding off, a packet for a
+ *                 non-local address would otherwise die in routing,
+ *                 uncounted. TCP straight to the host side meets input's
+ *                 default drop.
  *
  * Named counters, one per drop reason (what `nft list counters` shows):
  *   netdev: spoofed_mac, spoofed_arp, spoofed_ip, not_ipv4 (IPv6 and any other
  *   ethertype);
  *   inet: guest_invalid (conntrack says invalid), guest_direct (TCP to the
- *   host side itself), guest_udp (UDP but DNS to the proxy), guest_icmp,
- *   guest_other (any other protocol), guest_not_dnat (the gateway port
- *   without the redirect), guest_new (a new connection to a host port no
- *   service has), host_out, forward.
+ *   gateway's port on the host side, not through the redirect), guest_udp
+ *   (UDP but DNS to the proxy), guest_icmp, guest_other (any other
+ *   protocol), guest_new (a new connection to any other port of the host
+ *   side), host_out, forward.
  */
 #include <stddef.h>
 

@@ -68,7 +68,9 @@ static void test_sequence_and_paging(void **state)
     assert_int_equal(json_array_size(records(r)), 0);
     assert_int_equal(json_integer_value(json_object_get(r, "next")), 5);
     json_decref(r);
-    assert_int_equal(egress_audit_push(a, json_string("x")), -EINVAL);
+    json_t *s = json_string("x");
+    assert_int_equal(egress_audit_push(a, s), -EINVAL);
+    json_decref(s);
     egress_audit_free(a);
 }
 

@@ -42,12 +42,12 @@ static void test_ruleset_names_the_plan(void **state)
         r, "iifname \"tap0\" ip daddr != 169.254.0.1 meta l4proto tcp redirect to :15001\n"));
     assert_non_null(strstr(r, "tcp dport 15001 ct status dnat accept\n"));
     assert_non_null(strstr(r, "ip daddr 169.254.0.1 udp dport 53 accept\n"));
-    assert_non_null(strstr(r, "meta l4proto tcp counter name \"guest_direct\" drop\n"));
+    assert_non_null(strstr(r, "tcp dport 15001 counter name \"guest_direct\" drop\n"));
     assert_non_null(strstr(r, "meta l4proto udp counter name \"guest_udp\" drop\n"));
     assert_non_null(strstr(r, "meta l4proto icmp counter name \"guest_icmp\" drop\n"));
     /* The prerouting filter runs after conntrack (-200) and before the redirect (-100). */
     assert_non_null(strstr(r, "type filter hook prerouting priority -150; policy accept;"));
-    for (const char *c = "guest_direct\0guest_udp\0guest_icmp\0guest_not_dnat\0spoofed_mac\0"
+    for (const char *c = "guest_direct\0guest_udp\0guest_icmp\0spoofed_mac\0"
                          "guest_new\0";
          *c; c += strlen(c) + 1) {
         char decl[64];

@@ -33,7 +33,9 @@
  * after a kill an established connection would see no error: the guest just
  * stops answering. Hence the sweep: once a second every tunnel looks its
  * sandbox up by id (no tunnel holds a vm pointer) and is closed when the
- * sandbox is gone or no longer RUNNING.
+ * sandbox is gone or no longer RUNNING. The same sweep closes tunnels whose
+ * client closed its socket while the guest stays silent
+ * (sweep_closed_clients()).
  *
  * Flow control is the relay's: at most RELAY_BUFFER bytes per direction
  * (in a pipe), the source unread while it is full, so a slow reader on one
@@ -51,8 +53,10 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -102,6 +106,7 @@ struct tunnel_conn {
     int client_fd;              /* owned here until the relay takes it (bev does not close it) */
     int connect_fd;             /* the guest socket until the relay owns it */
     struct relay *relay;        /* SPLICING */
+    int spliced_client_fd;      /* SPLICING: the client socket, the relay's (for the sweep) */
     struct event *timer;        /* request deadline, then the linger after ERR */
     struct event *connect_ev;   /* EV_WRITE on connect_fd, with the connect deadline */
     struct event *reaper;
@@ -274,6 +279,7 @@ static void conn_splice(struct tunnel_conn *c, int fd)
         conn_fail(c, 500, "out of memory");
         return;
     }
+    c->spliced_client_fd = c->client_fd;
     c->client_fd = -EBADF; /* both are the relay's now */
     c->state = CONN_SPLICING;
     event_del(c->timer);
@@ -517,7 +523,11 @@ static void accept_cb(struct listener *l, int fd, const struct sockaddr *sa, soc
         return;
     }
     *c = (struct tunnel_conn){
-        .t = t, .state = CONN_REQUEST, .connect_fd = -EBADF, .client_fd = fd
+        .t = t,
+        .state = CONN_REQUEST,
+        .connect_fd = -EBADF,
+        .client_fd = fd,
+        .spliced_client_fd = -EBADF,
     };
     c->bev[SIDE_CLIENT] = bufferevent_socket_new(base, fd, 0);
     c->timer = evtimer_new(base, timer_cb, c);
@@ -545,11 +555,48 @@ static void accept_cb(struct listener *l, int fd, const struct sockaddr *sa, soc
     }
 }
 
+/*
+ * Closes every splicing tunnel whose client has closed its socket for good.
+ * The relay stops reading a side once it sent EOF, and a guest that never
+ * answers writes nothing to it, so a client that half-closed (the ingress
+ * passes its client's EOF on) and later closed would hold its tunnel, and
+ * the sandbox's count, until the idle timeout. On a Unix socket, unlike TCP,
+ * that close shows: POLLHUP once neither direction is open, and then there is
+ * nothing left for the tunnel to do. One poll() over all of them a sweep.
+ */
+static void sweep_closed_clients(struct tunnel *t)
+{
+    struct pollfd *p = calloc(t->n_conns ? t->n_conns : 1, sizeof(*p));
+    size_t n = 0;
+
+    if (!p) {
+        return; /* the next sweep tries again */
+    }
+    for (struct tunnel_conn *c = t->conns; c && n < t->n_conns; c = c->next) {
+        if (c->state == CONN_SPLICING) {
+            p[n++] = (struct pollfd){ .fd = c->spliced_client_fd };
+        }
+    }
+    if (n > 0 && poll(p, n, 0) > 0) {
+        size_t i = 0;
+        for (struct tunnel_conn *c = t->conns; c && i < n; c = c->next) {
+            if (c->state != CONN_SPLICING) {
+                continue;
+            }
+            if (p[i++].revents & (POLLHUP | POLLERR)) {
+                conn_close(c, "client closed");
+            }
+        }
+    }
+    free(p);
+}
+
 /* Closes every tunnel whose sandbox is gone or no longer running (see the top comment). */
 static void sweep_cb(evutil_socket_t fd, short what, void *userdata)
 {
     struct tunnel *t = userdata;
 
+    sweep_closed_clients(t);
     for (struct tunnel_conn *c = t->conns; c; c = c->next) {
         if (c->state != CONN_CONNECTING && c->state != CONN_SPLICING) {
             continue;

@@ -21,7 +21,9 @@
  * Memory per tunnel is bounded by a high-water mark per direction.
  * A tunnel never holds the vm: it looks the sandbox up by id at connect
  * time and on a periodic sweep, and is closed as soon as the sandbox is no
- * longer running (killed, died), so no tunnel outlives its sandbox.
+ * longer running (killed, died), so no tunnel outlives its sandbox. The
+ * sweep also closes a tunnel whose client has closed its socket (POLLHUP),
+ * even when the guest never answers.
  *
  * Everything here runs on the manager's loop thread.
  */

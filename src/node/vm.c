@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -29,6 +30,7 @@
 #include "basic/fileio.h"
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "basic/proc-util.h"
 #include "basic/strbuf.h"
 #include "node/clone.h"
 #include "node/netslot.h"
@@ -434,6 +436,17 @@ int vm_destroy(const struct vm_host *host, const struct vm *vm)
         }
     }
     runtime_vm_free(attached);
+    /*
+     * A node killed between spawning the VMM and writing its pid anywhere
+     * leaves a VMM no record names. It still runs as its slot's uid, which
+     * no other process on the host has (netslot.h): sweep by that uid before
+     * the slot is released and could be leased again.
+     */
+    unsigned slot, n = 0;
+    if (netslot_slot(rec->iid, &slot) >= 0 &&
+        proc_kill_uid(NETSLOT_UID_BASE + slot, SIGKILL, &n) >= 0 && n > 0) {
+        log_sandbox_info(rec->iid, "killed %u unrecorded process(es) of slot %u", n, slot);
+    }
     r = netslot_destroy(rec->iid);
     if (r < 0) {
         ret = log_sandbox_warning_errno(rec->iid, r, "cannot remove network namespace: %m");
@@ -693,6 +706,9 @@ void vm_exec_result_release(struct vm_exec_result *res)
 
 /* ---- crash recovery ---- */
 
+/* An instance.json with its network policy (at most GW_PROTO_MSG_MAX) and the rest. */
+#define VM_RECORD_MAX (1u << 20)
+
 static int vm_load(const struct vm_host *host, const char *iid, struct vm **ret,
                    bool *ret_record_ok)
 {
@@ -711,7 +727,7 @@ static int vm_load(const struct vm_host *host, const char *iid, struct vm **ret,
         return -ENOMEM;
     }
     vm->dns_fd = vm->gateway_fd = -EBADF;
-    *ret_record_ok = read_file(path, 1 << 16, &text, NULL) >= 0 &&
+    *ret_record_ok = read_file(path, VM_RECORD_MAX, &text, NULL) >= 0 &&
                      instance_record_from_json(text, &vm->rec) >= 0 &&
                      strcmp(vm->rec.iid, iid) == 0;
     if (!*ret_record_ok) {

@@ -174,11 +174,7 @@ def test_sigterm_with_a_create_in_flight(plat):
             plat.api.send_signal(signal.SIGTERM)
             plat.api.wait(timeout=60)
             stop_s = time.monotonic() - t0
-            status_waiting = None
-            try:
-                status_waiting = waiting.result(timeout=10)[0]
-            except Exception:
-                pass
+            status_waiting, body_waiting = waiting.result(timeout=10)
     finally:
         os.kill(node_pid, signal.SIGCONT)
     code = plat.api.returncode
@@ -187,6 +183,8 @@ def test_sigterm_with_a_create_in_flight(plat):
           f"(the waiting create answered {status_waiting})")
     assert stop_s < 5, stop_s
     assert code == 0, plat.api_log()
+    # The waiter learns the api is going away (503), not that the create timed out (504).
+    assert status_waiting == 503 and "shutting down" in body_waiting["message"], body_waiting
     log = plat.api_log_full()[log_before:]
     assert "leaving operation" in log, log[-3000:]
     # Sandboxes run on without the api: the first still answers.

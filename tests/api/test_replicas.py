@@ -16,9 +16,8 @@ import time
 import uuid
 
 import pytest
-import requests
 
-from lib.platform import Platform
+from lib.platform import e2b, replica_pair
 
 PG_URL = os.environ.get("SPACE_TEST_PG_URL")
 pytestmark = pytest.mark.skipif(not PG_URL, reason="needs SPACE_TEST_PG_URL")
@@ -28,27 +27,8 @@ RUN_LINE = re.compile(r"running operation (\S+) ([0-9a-f]{32}) \(attempt (\d+)\)
 
 @pytest.fixture(scope="module")
 def pair():
-    a = Platform("rep-a", store=PG_URL)
-    b = None
-    try:
-        a.start()
-        b = Platform("rep-b", store=PG_URL, share_node=a)
-        b.start()
+    with replica_pair("rep", PG_URL) as (a, b):
         yield a, b
-        b.stop_api()
-        a.stop_api()
-        a.node.stop()
-        left = a.node.leftovers()
-    finally:
-        if b:
-            b.destroy()
-        a.destroy()
-    assert not left, left
-
-
-def e2b(plat, method, path, **kw):
-    return requests.request(method, plat.url + path, headers={"X-API-Key": plat.key},
-                            timeout=300, **kw)
 
 
 def psql(sql):

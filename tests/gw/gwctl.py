@@ -30,7 +30,7 @@ class GwControl:
                 break
             msg = json.loads(data)
             if msg.get("type") == "audit":
-                assert len(data) <= 65536 and len(msg["records"]) <= 256 + 1
+                assert len(data) <= 65536 and len(msg["records"]) <= 256
                 with self.lock:
                     self.records.extend(msg["records"])
                     self.batches += 1

@@ -2,7 +2,7 @@
 this test creates (unique names per run, always removed):
 
     guest  169.254.0.2/30 on g0, default route via 169.254.0.1, resolv.conf -> 169.254.0.1
-      |  veth
+      |  veth                              (World(n) makes n guest/sbx pairs: n sandboxes)
     sbx    169.254.0.1/30 on s0 (the sandbox namespace space-node would own): nftables
            redirects the guest's TCP to :15001; the driver opens the DNS socket (:53) and
            the gateway listener (:15001) here and hands them to space-gw
@@ -27,7 +27,7 @@ CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL("libc.so.6", use_errno=True)
 
 HTTP_SERVER = r'''
-import http.server, socketserver, sys, threading
+import http.server, socketserver, ssl, sys, threading
 log = open(sys.argv[1], "a", buffering=1)
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -52,6 +52,13 @@ class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
 for ip in ("198.18.1.10", "198.18.1.66"):
     s = S((ip, 80), H)
     threading.Thread(target=s.serve_forever, daemon=True).start()
+    # HTTPS with the test CA's certificate for allowed.test and forbidden.test (not
+    # badcert.test, which DNS also points here: the upstream verification case).
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+    t = S((ip, 443), H)
+    t.socket = ctx.wrap_socket(t.socket, server_side=True)
+    threading.Thread(target=t.serve_forever, daemon=True).start()
 print("serving", flush=True)
 threading.Event().wait()
 '''
@@ -94,21 +101,32 @@ class Netns:
 
 
 class World:
-    def __init__(self):
+    def __init__(self, n=1):
         tag = uuid.uuid4().hex[:6]
         self.tmp = tempfile.mkdtemp(prefix="gwtest-")
-        self.guest = Netns(f"gwt-g-{tag}")
-        self.sbx = Netns(f"gwt-s-{tag}")
+        self.guests = [Netns(f"gwt-g{i}-{tag}") for i in range(n)]
+        self.sbxs = [Netns(f"gwt-s{i}-{tag}") for i in range(n)]
+        self.guest, self.sbx = self.guests[0], self.sbxs[0]
         self.inet = Netns(f"gwt-i-{tag}")
         self.procs = []
         self.dns_log = os.path.join(self.tmp, "dnsmasq.log")
         self.http_log = os.path.join(self.tmp, "http.log")
 
+    def namespaces(self):
+        return [n.name for n in self.guests + self.sbxs] + [self.inet.name]
+
     def start(self):
-        g, s, i = self.guest.name, self.sbx.name, self.inet.name
-        for ns in (g, s, i):
+        i = self.inet.name
+        for ns in self.namespaces():
             run("ip", "netns", "add", ns)
             run("ip", "-n", ns, "link", "set", "lo", "up")
+        for guest, sbx in zip(self.guests, self.sbxs):
+            self._link(guest, sbx)
+        self._internet(i)
+        return self
+
+    def _link(self, guest, sbx):
+        g, s = guest.name, sbx.name
         run("ip", "-n", g, "link", "add", "g0", "type", "veth", "peer", "name", "s0", "netns", s)
         run("ip", "-n", g, "addr", "add", "169.254.0.2/30", "dev", "g0")
         run("ip", "-n", g, "link", "set", "g0", "up")
@@ -118,31 +136,57 @@ class World:
         rules = ('table ip gwtest {\n chain pre {\n type nat hook prerouting priority dstnat;'
                  ' policy accept;\n iifname "s0" ip daddr != 169.254.0.1 meta l4proto tcp '
                  'redirect to :15001\n }\n}\n')
-        self.sbx.exec("nft", "-f", "-", input=rules.encode(), check=True)
-        for ip in ("198.18.0.53", "198.18.1.10", "198.18.1.66"):
-            run("ip", "-n", i, "addr", "add", f"{ip}/32", "dev", "lo")
+        sbx.exec("nft", "-f", "-", input=rules.encode(), check=True)
         os.makedirs(f"/etc/netns/{g}", exist_ok=True)
         with open(f"/etc/netns/{g}/resolv.conf", "w") as f:
             f.write("nameserver 169.254.0.1\noptions attempts:1 timeout:2\n")
         with open(f"/etc/netns/{g}/hosts", "w") as f:
             f.write("127.0.0.1 localhost\n")
-        self.procs.append(self.inet.popen(
+
+    def _internet(self, i):
+        for ip in ("198.18.0.53", "198.18.1.10", "198.18.1.66"):
+            run("ip", "-n", i, "addr", "add", f"{ip}/32", "dev", "lo")
+        self.dnsmasq = self.inet.popen(
             "dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts", "--no-poll",
             "--conf-file=/dev/null", "--listen-address=198.18.0.53", "--bind-interfaces",
             "--address=/allowed.test/198.18.1.10", "--address=/forbidden.test/198.18.1.10",
-            "--address=/other.test/198.18.1.66", "--log-queries",
+            "--address=/other.test/198.18.1.66", "--address=/badcert.test/198.18.1.10",
+            "--log-queries",
             f"--log-facility={self.dns_log}", "--pid-file=", "--user=root",
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(self.dnsmasq)
+        self.make_test_ca()
         script = os.path.join(self.tmp, "http_server.py")
         with open(script, "w") as f:
             f.write(HTTP_SERVER)
-        p = self.inet.popen("/usr/bin/python3", script, self.http_log, stdout=subprocess.PIPE)
+        p = self.inet.popen("/usr/bin/python3", script, self.http_log, self.srv_crt, self.srv_key,
+                            stdout=subprocess.PIPE)
         self.procs.append(p)
         assert p.stdout.readline().strip() == b"serving"
         deadline = time.monotonic() + 10
         while not os.path.exists(self.dns_log) and time.monotonic() < deadline:
             time.sleep(0.05)
-        return self
+
+    def make_test_ca(self):
+        """The simulated internet's own CA (space-gw trusts it by --upstream-ca)."""
+        d = self.tmp
+        self.test_ca = os.path.join(d, "test-ca.crt")
+        self.srv_crt = os.path.join(d, "srv.crt")
+        self.srv_key = os.path.join(d, "srv.key")
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        q = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run("openssl", "req", "-x509", *ec, "-keyout", os.path.join(d, "test-ca.key"), "-out",
+            self.test_ca, "-days", "2", "-subj", "/CN=gwtest CA", "-addext",
+            "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign", **q)
+        run("openssl", "req", *ec, "-keyout", self.srv_key, "-out", os.path.join(d, "srv.csr"),
+            "-subj", "/CN=allowed.test", **q)
+        ext = os.path.join(d, "srv.ext")
+        with open(ext, "w") as f:
+            f.write("subjectAltName=DNS:allowed.test,DNS:forbidden.test\n"
+                    "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+        run("openssl", "x509", "-req", "-in", os.path.join(d, "srv.csr"), "-CA", self.test_ca,
+            "-CAkey", os.path.join(d, "test-ca.key"), "-CAcreateserial", "-out", self.srv_crt,
+            "-days", "2", "-extfile", ext, **q)
 
     def read(self, path):
         try:
@@ -163,7 +207,8 @@ class World:
                 except subprocess.TimeoutExpired:
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
-        for ns in (self.guest.name, self.sbx.name, self.inet.name):
+        for ns in self.namespaces():
             run("ip", "netns", "delete", ns, check=False, stderr=subprocess.DEVNULL)
-        shutil.rmtree(f"/etc/netns/{self.guest.name}", ignore_errors=True)
+        for g in self.guests:
+            shutil.rmtree(f"/etc/netns/{g.name}", ignore_errors=True)
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -24,7 +24,7 @@ ALLOW_ONE = {"allow": ["allowed.test"]}
 
 
 class Gw:
-    def __init__(self, world):
+    def __init__(self, world, *extra):
         self.world = world
         self.sock_path = os.path.join(world.tmp, "gw.sock")
         self.log_path = os.path.join(world.tmp, "gw.log")
@@ -33,7 +33,8 @@ class Gw:
             GW, "--control-socket", self.sock_path, "--data-dir",
             os.path.join(world.tmp, "gwdata"), "--upstream-dns", "198.18.0.53",
             "--egress-test-net", "198.18.0.0/15", "--log-level", "debug",
-            "--dns-qps", "200", stdout=subprocess.PIPE, stderr=log)
+            "--upstream-ca", world.test_ca, "--user", "nobody",
+            "--dns-qps", "200", *extra, stdout=subprocess.PIPE, stderr=log)
         log.close()
         line = self.proc.stdout.readline()
         assert line.strip() == b"space-gw: ready", self.log()
@@ -53,7 +54,7 @@ class Gw:
         return self.proc.returncode
 
 
-def open_sandbox_sockets(world):
+def open_sandbox_sockets(world, sbx=None):
     """What space-node does in the sandbox's namespace: bind the proxy's and the gateway's
     sockets on the host side of the guest's link."""
     def make():
@@ -64,24 +65,30 @@ def open_sandbox_sockets(world):
         t.bind(("169.254.0.1", 15001))
         t.listen(128)
         return u, t
-    return world.sbx.call(make)
+    return (sbx or world.sbx).call(make)
 
 
-@pytest.fixture
-def env():
-    world = World().start()
+def make_env(n, *gw_args):
+    world = World(n)
     gw = None
     ctl = None
     try:
-        gw = Gw(world)
+        world.start()
+        gw = Gw(world, *gw_args)
         ctl = GwControl(gw.sock_path)
         hello = ctl.hello()
         assert hello["ok"] is True and "BEGIN CERTIFICATE" in hello["caCert"], hello
-        u, t = open_sandbox_sockets(world)
-        rep = ctl.attach(INSTANCE, SANDBOX, ALLOW_ONE, u, t)
-        assert rep == {"type": "attach", "instance": INSTANCE, "ok": True}, rep
-        u.close()
-        t.close()
+        world.egress_ca = os.path.join(world.tmp, "egress-ca.crt")
+        with open(world.egress_ca, "w") as f:
+            f.write(hello["caCert"])
+        for k, sbx in enumerate(world.sbxs):
+            u, t = open_sandbox_sockets(world, sbx)
+            iid, sid = ((INSTANCE, SANDBOX) if k == 0
+                        else (f"gwtestb{k:05d}", f"gwtestsandboxb{k:06d}"))
+            rep = ctl.attach(iid, sid, ALLOW_ONE, u, t)
+            assert rep == {"type": "attach", "instance": iid, "ok": True}, rep
+            u.close()
+            t.close()
         yield world, gw, ctl
     finally:
         try:
@@ -96,16 +103,27 @@ def env():
             world.stop()
 
 
+@pytest.fixture
+def env():
+    yield from make_env(1)
+
+
+@pytest.fixture
+def env2():
+    """Two sandboxes, small caps: for the limits and their isolation."""
+    yield from make_env(2, "--max-conns-per-sandbox", "8")
+
+
 # ---- guest-side helpers ----
 
-def dns_query(world, name, qtype=1, timeout=3):
+def dns_query(world, name, qtype=1, timeout=3, guest=None):
     """(rcode, [A addresses]) from the proxy, asked from the guest."""
     qid = 0x1234
     q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
     for label in name.split("."):
         q += bytes([len(label)]) + label.encode()
     q += b"\0" + struct.pack(">HH", qtype, 1)
-    s = world.guest.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = (guest or world.guest).socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(timeout)
     try:
         s.sendto(q, ("169.254.0.1", 53))
@@ -132,8 +150,8 @@ def dns_query(world, name, qtype=1, timeout=3):
     return flags & 0xF, addrs
 
 
-def guest_connect(world, ip, port, timeout=5):
-    s = world.guest.socket(socket.AF_INET, socket.SOCK_STREAM)
+def guest_connect(world, ip, port, timeout=5, guest=None):
+    s = (guest or world.guest).socket(socket.AF_INET, socket.SOCK_STREAM)
     s.settimeout(timeout)
     s.connect((ip, port))
     return s
@@ -169,8 +187,8 @@ def at_eof(s):
         return True
 
 
-def curl(world, *args):
-    return world.guest.exec("curl", "-sS", "--max-time", "10", *args, capture_output=True)
+def curl(world, *args, guest=None):
+    return (guest or world.guest).exec("curl", "-sS", "--max-time", "10", *args, capture_output=True)
 
 
 # ---- tests ----
@@ -334,6 +352,20 @@ def test_control_refuses_bad_messages(env):
     assert rep["ok"] is False
     os.close(r)
     os.close(w)
+    # Oversize, and descriptors that do not fit the message: refused, and none kept.
+    rep = ctl.request(None, raw=b" " * 70000)
+    assert rep["ok"] is False and "larger" in rep["error"], rep
+    fds_before = len(os.listdir(f"/proc/{gw.proc.pid}/fd"))
+    pipes = [os.pipe() for _ in range(3)]
+    rep = ctl.request({"type": "attach", "instance": "abc", "sandbox": SANDBOX},
+                      fds=[p[0] for p in pipes])
+    assert rep["ok"] is False and "descriptors" in rep["error"], rep
+    r1, w1 = os.pipe()
+    rep = ctl.request({"type": "attach", "instance": "abc", "sandbox": SANDBOX}, fds=(r1, w1))
+    assert rep["ok"] is False and "UDP" in rep["error"], rep
+    assert len(os.listdir(f"/proc/{gw.proc.pid}/fd")) == fds_before
+    for fd in [r1, w1] + [x for p in pipes for x in p]:
+        os.close(fd)
     # Still serving.
     assert dns_query(world, "allowed.test")[0] == 0
 
@@ -348,3 +380,164 @@ def test_detach_and_reattach(env):
     u.close()
     t.close()
     assert dns_query(world, "forbidden.test")[0] == 0
+
+
+# ---- terminated TLS ----
+
+def tls_connect(world, ip, sni, cafile, port=443):
+    import ssl
+    ctx = ssl.create_default_context(cafile=cafile)
+    if sni is None:
+        ctx.check_hostname = False
+    raw = guest_connect(world, ip, port)
+    return ctx.wrap_socket(raw, server_hostname=sni)
+
+
+def test_tls_allowed_terminated(env):
+    world, gw, ctl = env
+    res = curl(world, "--cacert", world.egress_ca, "-w", " %{http_code} %{num_connects}\n",
+               "https://allowed.test/s1", "https://allowed.test/s2")
+    out = res.stdout.decode()
+    assert res.returncode == 0, (res.stderr, gw.log())
+    assert "host=allowed.test path=/s1" in out and "host=allowed.test path=/s2" in out, out
+    assert "200 1" in out and "200 0" in out, out  # one guest TLS connection, kept alive
+    rec = ctl.wait_record(lambda r: r.get("proto") == "tls" and r.get("verdict") == "allow")
+    assert rec["sni"] == "allowed.test" and rec["host"] == "allowed.test" and rec["port"] == 443
+    assert rec["bytesIn"] > 0 and rec["method"] == "GET"
+
+
+def test_tls_host_must_equal_sni(env):
+    world, gw, ctl = env
+    assert dns_query(world, "allowed.test")[0] == 0
+    s = tls_connect(world, "198.18.1.10", "allowed.test", world.egress_ca)
+    s.sendall(b"GET /ok HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    assert read_response(s)[0] == 200
+    s.sendall(b"GET /no HTTP/1.1\r\nHost: forbidden.test\r\n\r\n")
+    status, body = read_response(s)
+    assert status == 403 and b"host-mismatch" in body, body
+    s.close()
+    assert "/no" not in world.read(world.http_log)
+
+
+def test_tls_forbidden_or_missing_sni_denied(env):
+    import ssl
+    world, gw, ctl = env
+    assert dns_query(world, "allowed.test")[0] == 0
+    # Forbidden SNI at the shared (CDN) address: denied before any handshake.
+    with pytest.raises((ssl.SSLError, OSError)):
+        tls_connect(world, "198.18.1.10", "forbidden.test", world.egress_ca)
+    ctl.wait_record(lambda r: r.get("proto") == "tls" and r.get("sni") == "forbidden.test"
+                    and r.get("verdict") == "deny")
+    with pytest.raises((ssl.SSLError, OSError)):
+        tls_connect(world, "198.18.1.10", None, world.egress_ca)
+    ctl.wait_record(lambda r: r.get("proto") == "tls" and r.get("reason") == "no-sni")
+    # Not TLS after all: garbage after the record byte.
+    s = guest_connect(world, "198.18.1.10", 443)
+    s.sendall(b"\x16\x03\x01\x00\x05hello")
+    assert at_eof(s)
+    ctl.wait_record(lambda r: r.get("reason") == "tls-malformed-hello")
+    assert "forbidden.test" not in world.read(world.http_log)
+
+
+def test_tls_upstream_verify_failure_is_502(env):
+    world, gw, ctl = env
+    assert ctl.policy(INSTANCE, {"allow": ["badcert.test"]})["ok"] is True
+    res = curl(world, "--cacert", world.egress_ca, "-w", "%{http_code}",
+               "https://badcert.test/")
+    assert res.stdout.decode().endswith("502"), (res, gw.log())
+    rec = ctl.wait_record(lambda r: r.get("sni") == "badcert.test" and r.get("verdict") == "deny")
+    assert rec["reason"].startswith("upstream-tls"), rec
+
+
+# ---- limits ----
+
+def test_slow_head_times_out(env):
+    world, gw, ctl = env
+    assert dns_query(world, "allowed.test")[0] == 0
+    s = guest_connect(world, "198.18.1.10", 80, timeout=20)
+    t0 = time.monotonic()
+    s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\n")  # and never the empty line
+    status, body = read_response(s)
+    took = time.monotonic() - t0
+    assert status == 408 and 8 < took < 15, (status, took)
+    s.close()
+    ctl.wait_record(lambda r: r.get("reason") == "head-timeout")
+
+
+def test_upstream_dns_timeout_is_servfail(env):
+    world, gw, ctl = env
+    os.killpg(world.dnsmasq.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        rcode, _ = dns_query(world, "allowed.test", timeout=8)
+        assert rcode == 2 and 2 < time.monotonic() - t0 < 6
+    finally:
+        os.killpg(world.dnsmasq.pid, signal.SIGCONT)
+    ctl.wait_record(lambda r: r.get("reason") == "upstream-timeout" and r["verdict"] == "deny")
+
+
+def test_flood_stays_in_its_sandbox(env2):
+    world, gw, ctl = env2
+    a, b = world.guests
+    # A: far more queries than its rate (200/s, burst 400) in one go, from one socket.
+    flood = a.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    query = (b"\x00\x01\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+             b"\x07allowed\x04test\x00\x00\x1c\x00\x01")  # AAAA: answered locally
+    for _ in range(3000):
+        flood.sendto(query, ("169.254.0.1", 53))
+    # A: connections up to its cap, held open and silent.
+    held = [guest_connect(world, "198.18.1.10", 80, guest=a) for _ in range(12)]
+    time.sleep(0.3)
+    # B is served as if nothing happened.
+    t0 = time.monotonic()
+    assert dns_query(world, "allowed.test", guest=b) == (0, ["198.18.1.10"])
+    res = curl(world, "http://allowed.test/b-side", guest=b)
+    took = time.monotonic() - t0
+    assert res.returncode == 0 and b"path=/b-side" in res.stdout, res
+    assert took < 2, took
+    rl = ctl.wait_record(lambda r: r.get("reason") == "dns-rate-limit"
+                         and r["sandbox"] == SANDBOX)
+    assert rl["count"] >= 1
+    cl = ctl.wait_record(lambda r: r.get("reason") == "conn-limit" and r["sandbox"] == SANDBOX)
+    assert cl["count"] >= 1
+    # The connections over A's cap were closed at once.
+    closed = sum(1 for s in held if at_eof_quick(s))
+    assert closed >= 4, closed
+    for s in held:
+        s.close()
+    flood.close()
+
+
+def at_eof_quick(s):
+    s.settimeout(0.5)
+    try:
+        return s.recv(1) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_new_session_takes_over(env):
+    """A restarted node: its hello closes what the old session handed over; it attaches
+    again and gets the audit records from then on."""
+    world, gw, ctl = env
+    assert dns_query(world, "allowed.test")[0] == 0
+    ctl2 = GwControl(gw.sock_path)
+    try:
+        assert ctl2.hello(node="restarted")["ok"] is True
+        with pytest.raises(OSError):
+            dns_query(world, "allowed.test", timeout=1)
+        u, t = open_sandbox_sockets(world)
+        assert ctl2.attach(INSTANCE, SANDBOX, ALLOW_ONE, u, t)["ok"] is True
+        u.close()
+        t.close()
+        assert dns_query(world, "forbidden.test")[0] == 3
+        ctl2.wait_record(lambda r: r.get("name") == "forbidden.test")
+        # What the guest resolved before the node restarted is still attributed to it.
+        s = guest_connect(world, "198.18.1.10", 80)
+        s.sendall(b"GET /kept HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+        assert read_response(s)[0] == 200
+        s.close()
+    finally:
+        ctl2.close()

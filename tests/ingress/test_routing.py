@@ -19,15 +19,10 @@ import time
 import pytest
 import requests
 
-from lib.platform import Platform
+from lib.platform import e2b, replica_pair, store_platform
 
 DOMAIN = "space.test"
 PG_URL = os.environ.get("SPACE_TEST_PG_URL")
-
-
-def e2b(plat, method, path, **kw):
-    return requests.request(method, plat.url + path, headers={"X-API-Key": plat.key},
-                            timeout=300, **kw)
 
 
 def through_ingress(plat, sid, port=8000, path="/", timeout=10, headers=None):
@@ -61,16 +56,8 @@ def not_found(r):
 
 @pytest.fixture(scope="module")
 def plat():
-    p = Platform("routing")
-    try:
-        p.start()
+    with store_platform("routing", "sqlite") as p:
         yield p
-        p.stop_api()
-        p.node.stop()
-        left = p.node.leftovers()
-    finally:
-        p.destroy()
-    assert not left, left
 
 
 def test_routes_follow_create_and_kill(plat):
@@ -120,12 +107,7 @@ def test_locked_store_does_not_hold_traffic(plat):
 
 @pytest.mark.skipif(not PG_URL, reason="needs SPACE_TEST_PG_URL")
 def test_replica_routes_within_a_second():
-    a = Platform("route-a", store=PG_URL)
-    b = None
-    try:
-        a.start()
-        b = Platform("route-b", store=PG_URL, share_node=a)
-        b.start()
+    with replica_pair("route", PG_URL) as (a, b):
         sid = create(a)["sandboxID"]
         t0 = time.monotonic()
         while through_ingress(b, sid, 49983, "/health").status_code not in (200, 204):
@@ -138,15 +120,6 @@ def test_replica_routes_within_a_second():
             assert time.monotonic() - t0 < 3, "replica b kept routing a killed sandbox"
             time.sleep(0.05)
         print(f"replica b refused it {time.monotonic() - t0:.2f} s after the kill")
-        b.stop_api()
-        a.stop_api()
-        a.node.stop()
-        left = a.node.leftovers()
-    finally:
-        if b:
-            b.destroy()
-        a.destroy()
-    assert not left, left
 
 
 def test_private_traffic_demands_the_traffic_token(plat):

@@ -190,6 +190,31 @@ class Node:
         shutil.rmtree(self.data, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def started_node(name, **kw):
+    """A started Node (Node's arguments); on exit it stops and proves it left nothing behind."""
+    n = Node(name, **kw)
+    try:
+        n.start()
+        yield n
+        n.stop()
+        left = n.leftovers()
+    finally:
+        n.destroy()
+    assert not left, left
+
+
+@contextlib.contextmanager
+def node_sandbox(node, **kw):
+    """A sandbox made on the node (Node.create's fields), killed on exit unless already gone."""
+    sb = node.create(**kw)
+    try:
+        yield sb
+    finally:
+        if node.proc and node.call("GET", f"/v1/sandboxes/{sb['id']}")[0] == 200:
+            node.kill(sb["id"])
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -354,6 +379,28 @@ def store_platform(prefix, store_param):
         left = p.node.leftovers()
     finally:
         p.destroy()
+    assert not left, left
+
+
+@contextlib.contextmanager
+def replica_pair(prefix, store):
+    """Two started space-api replicas on one store (a PostgreSQL URL) sharing one space-node:
+    yields (a, b); on exit both stop and the node proves it left nothing behind."""
+    a = Platform(f"{prefix}-a", store=store)
+    b = None
+    try:
+        a.start()
+        b = Platform(f"{prefix}-b", store=store, share_node=a)
+        b.start()
+        yield a, b
+        b.stop_api()
+        a.stop_api()
+        a.node.stop()
+        left = a.node.leftovers()
+    finally:
+        if b:
+            b.destroy()
+        a.destroy()
     assert not left, left
 
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from lib.platform import Node, live_qemu_pids, netns_names
+from lib.platform import Node, live_qemu_pids, netns_names, node_sandbox, started_node
 
 LEASES = "/run/space/slots"
 UID_BASE = 900000
@@ -80,21 +80,14 @@ if kind == "ipv6":
 
 @pytest.fixture(scope="module")
 def node():
-    n = Node("hard")
-    n.start()
-    yield n
-    n.stop()
-    left = n.leftovers()
-    n.destroy()
-    assert not left, left
+    with started_node("hard") as n:
+        yield n
 
 
 @pytest.fixture
 def sandbox(node):
-    sb = node.create()
-    yield sb
-    if node.call("GET", f"/v1/sandboxes/{sb['id']}")[0] == 200:
-        node.kill(sb["id"])
+    with node_sandbox(node) as sb:
+        yield sb
 
 
 def in_netns(iid, *cmd):

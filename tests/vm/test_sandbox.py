@@ -4,7 +4,6 @@ One node (module fixture) serves most tests; crash/restart and boot-failure
 tests make their own nodes. Every test that creates a sandbox kills it, and
 the fixture's teardown asserts the node left nothing behind.
 """
-import base64
 import concurrent.futures
 import os
 import platform
@@ -13,26 +12,19 @@ import time
 
 import pytest
 
-from lib.platform import Node, live_qemu_pids, netns_names
+from lib.platform import Node, live_qemu_pids, netns_names, node_sandbox, started_node
 
 
 @pytest.fixture(scope="module")
 def node():
-    n = Node("vm")
-    n.start()
-    yield n
-    n.stop()
-    left = n.leftovers()
-    n.destroy()
-    assert not left, left
+    with started_node("vm") as n:
+        yield n
 
 
 @pytest.fixture
 def sandbox(node):
-    sb = node.create()
-    yield sb
-    if node.call("GET", f"/v1/sandboxes/{sb['id']}")[0] == 200:
-        node.kill(sb["id"])
+    with node_sandbox(node) as sb:
+        yield sb
 
 
 def assert_gone(node, sb, pid=None):
