@@ -146,6 +146,7 @@ REASONS = {
     "absolute_uri_other_host": {"host-mismatch"},
     "raw_ip_443": {"unresolved-destination"},  # the allowed SNI to an address not its own
     "clienthello_no_sni": {"no-sni"},
+    "clienthello_ech": {"ech"},
     "metadata": {"deny-forbidden"},
     "metadata_tls": {"deny-forbidden"},
     "forged_tls": {"unresolved-destination"},
@@ -261,6 +262,7 @@ DENIED_AUDIT = {
     "raw_ip_443_no_dns": {"sni": f"nodns.{FORBIDDEN}"},
     "clienthello_no_sni": lambda r: r.get("proto") == "tls" and not r.get("sni") and
     r.get("dst") == WEB_IP and r.get("port") == 443,
+    "clienthello_ech": lambda r: r.get("proto") == "tls" and r.get("reason") == "ech",
     "dns_forbidden": {"proto": "dns", "name": f"dnsq.{FORBIDDEN}"},
     "dns_forbidden_exact": {"proto": "dns", "name": FORBIDDEN},
     "dns_tunnel": {"proto": "dns", "name": f"c2VjcmV0LWRhdGE.exfil.{FORBIDDEN}"},
