@@ -36,14 +36,11 @@ import contextlib
 import ctypes
 import json
 import os
-import random
 import signal
 import socket
 import ssl
-import statistics
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -519,7 +516,7 @@ def main():
         if sb:
             sb.close()
         net.close()
-    subprocess.run(["rm", "-rf", tmp])
+        subprocess.run(["rm", "-rf", tmp])
 
     if args.json:
         print(json.dumps(results, indent=2))

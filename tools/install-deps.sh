@@ -33,7 +33,19 @@ else
   echo "install-deps: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >&2
+  # Packages with a service (nginx) must not start it: the tests run their own servers inside
+  # namespaces they create, and a stock nginx would listen on this host's :80. policy-rc.d is
+  # Debian's switch for "maintainer scripts start nothing"; ours only while we install.
+  policy_rc=/usr/sbin/policy-rc.d
+  own_policy_rc=false
+  if [ ! -e "$policy_rc" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy_rc" && chmod 755 "$policy_rc" && own_policy_rc=true
+  fi
   apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+  if $own_policy_rc; then rm -f "$policy_rc"; fi
+fi
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ] && systemctl is-enabled nginx >/dev/null 2>&1; then
+  systemctl disable --now nginx >&2 || true
 fi
 
 # The compatibility tests run the real `e2b` SDK (pinned in tests/compat/package.json),

@@ -37,8 +37,10 @@ struct dns_proxy {
     unsigned n_pending, max_pending;
     double tokens;
     usec_t refilled;
-    uint64_t limited;  /* dropped by a limit since the last audit record of it */
-    usec_t limited_at; /* when that record went */
+    uint64_t limited;   /* dropped by a limit since the last audit record of it */
+    usec_t limited_at;  /* when that record went */
+    uint64_t malformed; /* malformed queries since the last audit record of them */
+    usec_t malformed_at;
 };
 
 static void audit_query(struct dns_proxy *p, const char *name, const char *verdict,
@@ -189,9 +191,23 @@ static void handle_query(struct dns_proxy *p, const uint8_t *msg, size_t len,
     }
     r = dns_parse_query(msg, len, &q);
     if (r < 0) {
-        char why[64];
-        snprintf(why, sizeof(why), "malformed-query: %s", dns_error_str(r));
-        audit_query(p, NULL, "deny", why, 0);
+        /* Dropped unanswered; audited at most once a second (with the count since the last
+         * record), so garbage cannot flood the audit log. */
+        usec_t now = now_monotonic();
+        p->malformed++;
+        if (now - p->malformed_at >= USEC_PER_SEC) {
+            char why[64];
+            json_t *rec = audit_record_new(p->sb->id, "dns");
+            snprintf(why, sizeof(why), "malformed-query: %s", dns_error_str(r));
+            if (rec) {
+                json_object_set_new(rec, "verdict", json_string("deny"));
+                json_object_set_new(rec, "reason", json_string(why));
+                json_object_set_new(rec, "count", json_integer((json_int_t)p->malformed));
+                gw_audit(p->sb->gw, rec);
+            }
+            p->malformed = 0;
+            p->malformed_at = now;
+        }
         return;
     }
     reason = policy_check_name(sb->policy, &sb->gw->env, q.name, 0);

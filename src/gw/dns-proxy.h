@@ -26,7 +26,8 @@
  *
  * Allowed queries answered upstream and every denied or failed query make
  * one audit record (proto "dns"); the local empty answers for allowed names
- * do not (nothing left the host).
+ * do not (nothing left the host). Malformed queries are dropped unanswered
+ * and, like the limits, audited at most once a second with a count.
  */
 struct sandbox;
 struct dns_proxy;

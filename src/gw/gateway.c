@@ -110,7 +110,10 @@ struct gw_conn {
     struct strbuf fwd; /* the rewritten head, until the upstream is connected */
     size_t scan;       /* http1_find_end() resume */
     bool keep_alive, head_request, upgrade, client_eof, close_after_flush, sent_response;
-    bool lingering; /* our write side is shut; draining the guest's until EOF */
+    bool lingering;    /* our write side is shut; draining the guest's until EOF */
+    bool up_reusable;  /* the upstream may take the next request (its response kept alive) */
+    bool up_reused;    /* this request went on a kept upstream connection */
+    bool resp_started; /* a byte of the response arrived */
     unsigned requests;
     /* the exchange being audited */
     char host[POLICY_NAME_MAX + 1];
@@ -235,6 +238,14 @@ static void reap_cb(evutil_socket_t fd, short what, void *userdata)
 
     conn_free(c);
     sandbox_maybe_free(sb); /* last: it may free the gateway */
+}
+
+/* libevent moves at most 16 KiB per read or write by default: a download then costs a wakeup
+ * per 16 KiB. A pipe's worth per call, as the shared relay moves. */
+static void bev_tune(struct bufferevent *bev)
+{
+    (void)bufferevent_set_max_single_read(bev, RELAY_BUFFER);
+    (void)bufferevent_set_max_single_write(bev, RELAY_BUFFER);
 }
 
 static void bev_stop(struct bufferevent *bev)
@@ -595,12 +606,36 @@ static void client_event_cb(struct bufferevent *bev, short what, void *userdata)
 }
 
 /* The response is complete: the next request, or the end. */
-static void response_done(struct gw_conn *c)
+static void upstream_drop(struct gw_conn *c)
 {
-    exchange_end(c);
     if (c->upstream) {
         bufferevent_free(c->upstream);
         c->upstream = NULL;
+    }
+}
+
+/* A kept upstream connection said something, or closed, between requests: not reusable. */
+static void idle_read_cb(struct bufferevent *bev, void *userdata)
+{
+    upstream_drop(userdata);
+}
+
+static void idle_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    upstream_drop(userdata);
+}
+
+static void response_done(struct gw_conn *c)
+{
+    exchange_end(c);
+    /* The destination is the same for every request of this connection (and over TLS the
+     * SNI too): a kept-alive upstream takes the next one, saving a connect (and a handshake). */
+    if (c->upstream && c->up_reusable && c->keep_alive && c->up == UP_NEXT && !c->client_eof &&
+        evbuffer_get_length(bufferevent_get_input(c->upstream)) == 0) {
+        bufferevent_setcb(c->upstream, idle_read_cb, NULL, idle_event_cb, c);
+        bufferevent_enable(c->upstream, EV_READ);
+    } else {
+        upstream_drop(c);
     }
     c->down = DOWN_NONE;
     if (c->keep_alive && c->up == UP_NEXT && !c->client_eof) {
@@ -653,6 +688,8 @@ static int down_head(struct gw_conn *c)
     if (resp.until_eof && !c->head_request && resp.status != 204 && resp.status != 304) {
         c->keep_alive = false; /* a body that ends at EOF can only end the connection */
     }
+    /* Reused only after a request without a body (rewrite_request() says why). */
+    c->up_reusable = !resp.close && !resp.until_eof && c->body.kind == HTTP1_BODY_NONE;
     if (http1_rewrite_response(p, &resp, c->keep_alive ? "keep-alive" : "close", &sb) < 0) {
         strbuf_release(&sb);
         return -E2BIG;
@@ -719,7 +756,10 @@ static void down_pump(struct gw_conn *c)
 
 static void upstream_read_cb(struct bufferevent *bev, void *userdata)
 {
-    down_pump(userdata);
+    struct gw_conn *c = userdata;
+
+    c->resp_started = true;
+    down_pump(c);
 }
 
 static void upstream_write_cb(struct bufferevent *bev, void *userdata)
@@ -731,12 +771,27 @@ static void upstream_write_cb(struct bufferevent *bev, void *userdata)
     }
 }
 
+static void http_connected_cb(evutil_socket_t fd, short what, void *userdata);
+
 static void upstream_event_cb(struct bufferevent *bev, short what, void *userdata)
 {
     struct gw_conn *c = userdata;
 
     if (what & BEV_EVENT_CONNECTED) {
         return; /* upstream TLS verified (chain and name): the request is on its way */
+    }
+    if (c->up_reused && !c->resp_started && c->down == DOWN_HEAD &&
+        c->body.kind == HTTP1_BODY_NONE) {
+        /* A kept connection the upstream closed as we reused it (the usual keep-alive race):
+         * a request without a body is sent again, once, on a fresh connection. */
+        upstream_drop(c);
+        c->up_reused = false;
+        if (dial_start(c, http_connected_cb) < 0) {
+            c->ex_open = false;
+            audit_conn(c, http_proto(c), false, "upstream-unreachable", false, 0, 0, 0);
+            http_reply(c, 502, "Bad Gateway", "upstream-unreachable");
+        }
+        return;
     }
     if (c->tls && (what & BEV_EVENT_ERROR) && !c->sent_response && c->down == DOWN_HEAD) {
         char why[160];
@@ -769,6 +824,8 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *userdat
     }
     conn_close(c, "upstream closed mid-response");
 }
+
+static void send_request(struct gw_conn *c);
 
 static void http_connected_cb(evutil_socket_t fd, short what, void *userdata)
 {
@@ -803,12 +860,21 @@ static void http_connected_cb(evutil_socket_t fd, short what, void *userdata)
         return;
     }
     c->up_fd = -EBADF;
+    send_request(c);
+}
+
+/* The checked, rewritten head goes out on c->upstream (new or kept); the body follows. */
+static void send_request(struct gw_conn *c)
+{
     bufferevent_setcb(c->upstream, upstream_read_cb, upstream_write_cb, upstream_event_cb, c);
+    bev_tune(c->upstream);
     bufferevent_setwatermark(c->upstream, EV_WRITE, GW_HIGH_WATER / 2, 0);
     bufferevent_setwatermark(c->client, EV_WRITE, GW_HIGH_WATER / 2, 0);
     c->ex_out += c->fwd.len;
+    c->resp_started = false;
+    c->up_reusable = false;
+    /* fwd is kept until the next request: sent again if a kept connection was stale. */
     (void)evbuffer_add(bufferevent_get_output(c->upstream), c->fwd.buf, c->fwd.len);
-    strbuf_release(&c->fwd);
     bufferevent_enable(c->upstream, EV_READ | EV_WRITE);
     c->down = DOWN_HEAD;
     c->up = UP_BODY;
@@ -820,6 +886,27 @@ static void http_connected_cb(evutil_socket_t fd, short what, void *userdata)
         bufferevent_enable(c->client, EV_READ);
     }
     up_pump(c);
+}
+
+/*
+ * The head that goes upstream: hop-by-hop fields dropped (http1.h). An
+ * upgrade keeps them (the upstream must see the Upgrade) and its
+ * connection ends with it. A request with a body says "close": an upstream
+ * that frames the body otherwise than we do (one that ignores
+ * Content-Length) then cannot read the guest's body bytes as a request of
+ * its own, unchecked, on a kept connection. Any other request asks to keep
+ * the upstream connection alive for the next one. http1_rewrite_request() always says
+ * "close", so that is the same rewrite with "keep-alive", through the
+ * response variant, which does exactly that on any head.
+ */
+static int rewrite_request(const char *head, const struct http1_request *req, struct strbuf *out)
+{
+    struct http1_response as_head = { .head_len = req->head_len };
+
+    if (req->upgrade || req->chunked || (req->has_content_length && req->content_length > 0)) {
+        return http1_rewrite_request(head, req, out);
+    }
+    return http1_rewrite_response(head, &as_head, "keep-alive", out);
 }
 
 /* A complete request head is at the front of the client's input. */
@@ -864,7 +951,7 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
         return;
     }
     strbuf_release(&c->fwd);
-    if (http1_rewrite_request(head, &req, &c->fwd) < 0) {
+    if (rewrite_request(head, &req, &c->fwd) < 0) {
         http_deny(c, 431, "Request Header Fields Too Large", "head-too-large");
         return;
     }
@@ -882,6 +969,14 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
     c->up = UP_DIAL;
     bufferevent_disable(c->client, EV_READ);
     timer_in(c, 10 * USEC_PER_SEC); /* the idle check from here on */
+    if (c->body.kind != HTTP1_BODY_NONE) {
+        upstream_drop(c); /* a body goes on a fresh connection: no stale-reuse race for it */
+    }
+    c->up_reused = c->upstream != NULL;
+    if (c->upstream) {
+        send_request(c);
+        return;
+    }
     if (dial_start(c, http_connected_cb) < 0) {
         c->ex_open = false;
         audit_conn(c, http_proto(c), false, "upstream-unreachable", false, 0, 0, 0);
@@ -958,6 +1053,7 @@ static void start_http(struct gw_conn *c, SSL *ssl)
     c->fd = -EBADF;
     c->phase = PH_HTTP;
     bufferevent_setcb(c->client, client_read_cb, client_write_cb, client_event_cb, c);
+    bev_tune(c->client);
     bufferevent_setwatermark(c->client, EV_READ, 0, HTTP1_HEAD_MAX);
     c->up = UP_HEAD;
     /* The first head keeps the accept deadline (GW_FIRST_BYTE_SEC): it is already running. */

@@ -182,19 +182,40 @@ json_t *gw_msg_clean_record(const json_t *rec)
 
 /* ---- replies ---- */
 
+/*
+ * One PEM certificate and nothing else: the markers, base64 lines between
+ * them, optional trailing newline. Its DER is not parsed here, in the root
+ * process: the guest's agent, which installs it, does that.
+ */
 static bool pem_ok(const char *s, size_t len)
 {
-    if (len > GW_MSG_CA_MAX || strncmp(s, "-----BEGIN CERTIFICATE-----", 27) != 0 ||
-        !strstr(s, "-----END CERTIFICATE-----")) {
+    static const char begin[] = "-----BEGIN CERTIFICATE-----", end[] = "-----END CERTIFICATE-----";
+    const char *p = s + strlen(begin), *e;
+    size_t body = 0;
+
+    if (len > GW_MSG_CA_MAX || strncmp(s, begin, strlen(begin)) != 0) {
         return false;
     }
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (!(c == '\n' || c == '\r' || (c >= 0x20 && c < 0x7f))) {
+    e = strstr(p, end);
+    if (!e) {
+        return false;
+    }
+    for (; p < e; p++) {
+        if (*p == '\n' || *p == '\r') {
+            continue;
+        }
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+              *p == '+' || *p == '/' || *p == '=')) {
+            return false;
+        }
+        body++;
+    }
+    for (p = e + strlen(end); *p; p++) {
+        if (*p != '\n' && *p != '\r') {
             return false;
         }
     }
-    return true;
+    return body > 0;
 }
 
 /* The error text for the log: printable ASCII only, truncated. */

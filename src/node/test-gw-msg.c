@@ -85,12 +85,7 @@ static void test_replies(void **state)
 static void test_hostile_replies(void **state)
 {
     static const char *const bad[] = {
-        "",
-        "[]",
-        "\"hello\"",
-        "{}",
-        "{\"type\":\"nope\",\"ok\":true}",
-        "{\"type\":7,\"ok\":true}",
+        "", "[]", "\"hello\"", "{}", "{\"type\":\"nope\",\"ok\":true}", "{\"type\":7,\"ok\":true}",
         "{\"type\":\"hello\"}",             /* no ok */
         "{\"type\":\"hello\",\"ok\":1}",    /* not a boolean */
         "{\"type\":\"hello\",\"ok\":true}", /* no caCert */
@@ -101,9 +96,18 @@ static void test_hostile_replies(void **state)
         "{\"type\":\"attach\",\"ok\":true,\"instance\":\"../../etc/x\"}",
         "{\"type\":\"attach\",\"ok\":false,\"instance\":\"" IID "\",\"error\":5}",
         "{\"type\":\"attach\",\"type\":\"hello\",\"ok\":true,\"instance\":\"" IID "\"}",
-        "{\"type\":\"audit\"}",
-        "{\"type\":\"audit\",\"records\":{}}",
+        "{\"type\":\"audit\"}", "{\"type\":\"audit\",\"records\":{}}",
         "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"a\\u0000b\"}",
+        /* Not exactly one certificate: text around it, two of them, a bad body, empty. */
+        "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"-----BEGIN CERTIFICATE-----\\nAA\\n"
+        "-----END CERTIFICATE-----\\nrm -rf\"}",
+        "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"-----BEGIN CERTIFICATE-----\\nAA\\n"
+        "-----END CERTIFICATE-----\\n-----BEGIN CERTIFICATE-----\\nAA\\n-----END "
+        "CERTIFICATE-----\"}",
+        "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"-----BEGIN CERTIFICATE-----\\nA A\\n"
+        "-----END CERTIFICATE-----\"}",
+        "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"-----BEGIN CERTIFICATE-----\\n"
+        "-----END CERTIFICATE-----\"}",
         "{\"type\":\"attach\",\"ok\":true,\"instance\":\"" IID "\"",   /* truncated */
         "{\"type\":\"attach\",\"ok\":true,\"instance\":\"" IID "\"}x", /* trailing junk */
     };

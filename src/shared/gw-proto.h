@@ -60,7 +60,8 @@
  *       newest GW_PROTO_AUDIT_QUEUE_MAX records and counts the ones it
  *       dropped in a record {"reason":"audit-dropped","count":N}. Likewise
  *       what a per-sandbox limit refused is one record per second at most,
- *       with "count": reasons "dns-rate-limit" and "conn-limit".
+ *       with "count": reasons "dns-rate-limit", "conn-limit" and
+ *       "malformed-query: <why>".
  */
 
 #define GW_PROTO_LISTEN_IP "169.254.0.1" /* = NETSLOT_HOST_IP, the host side of the tap */

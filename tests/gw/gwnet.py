@@ -34,7 +34,22 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         host = self.headers.get("Host", "")
         local = self.connection.getsockname()[0]
-        log.write(f"{local} {host} {self.path} conn={self.headers.get('Connection','')}\n")
+        log.write(f"{local} {host} {self.path} conn={self.headers.get('Connection','')} "
+                  f"peer={self.client_address[1]}\n")
+        if self.path == "/ws" and self.headers.get("Upgrade") == "echo":
+            # A protocol switch, then an echo of raw bytes until EOF.
+            self.send_response(101)
+            self.send_header("Upgrade", "echo")
+            self.send_header("Connection", "Upgrade")
+            self.end_headers()
+            self.wfile.flush()
+            while True:
+                data = self.connection.recv(65536)
+                if not data:
+                    break
+                self.connection.sendall(data)
+            self.close_connection = True
+            return
         body = (b"leak\n" if local == "198.18.1.66" else
                 f"host={host} path={self.path}\n".encode())
         if self.path.startswith("/big"):

@@ -211,6 +211,9 @@ def test_allowed_name_over_http_keepalive(env):
                     and r.get("verdict") == "allow")
     log = world.read(world.http_log)
     assert log.count("198.18.1.10 allowed.test") == 2, log
+    # ... and so did space-gw's connection upstream (bodiless requests keep it).
+    peers = {line.split("peer=")[1] for line in log.splitlines()}
+    assert len(peers) == 1 and "conn=keep-alive" in log, log
 
 
 def test_forbidden_name_nxdomain_never_forwarded(env):
@@ -256,7 +259,17 @@ def test_pipelined_body_framing(env):
     s.sendall(b"POST /p HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: %d\r\n\r\n%s"
               % (len(smuggled), smuggled))
     assert read_response(s)[0] == 200
+    # A request with a body asks the upstream to close after it (rewrite_request()).
+    assert "allowed.test /p conn=close" in world.read(world.http_log)
     s.sendall(b"GET /q HTTP/1.1\r\nHost: forbidden.test\r\n\r\n")
+    assert read_response(s)[0] == 403
+    s.close()
+    # The same with a chunked body.
+    s = guest_connect(world, "198.18.1.10", 80)
+    s.sendall(b"POST /c HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+              b"%x\r\n%s\r\n0\r\n\r\n" % (len(smuggled), smuggled))
+    assert read_response(s)[0] == 200
+    s.sendall(b"GET /q2 HTTP/1.1\r\nHost: forbidden.test\r\n\r\n")
     assert read_response(s)[0] == 403
     s.close()
     assert "/x" not in world.read(world.http_log)
@@ -541,3 +554,38 @@ def test_new_session_takes_over(env):
         s.close()
     finally:
         ctl2.close()
+
+
+def test_upgrade_relays_raw_bytes(env):
+    world, gw, ctl = env
+    assert dns_query(world, "allowed.test")[0] == 0
+    s = guest_connect(world, "198.18.1.10", 80)
+    s.sendall(b"GET /ws HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade\r\n"
+              b"Upgrade: echo\r\n\r\n")
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += s.recv(4096)
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.0 101") or head.startswith(b"HTTP/1.1 101"), head
+    s.sendall(b"ping over the switched protocol")
+    while len(rest) < 31:
+        rest += s.recv(4096)
+    assert rest == b"ping over the switched protocol"
+    s.close()
+    ctl.wait_record(lambda r: r.get("proto") == "http" and r.get("verdict") == "allow"
+                    and r.get("bytesIn", 0) > 31)
+
+
+def test_malformed_dns_dropped_and_audited_in_bulk(env):
+    world, gw, ctl = env
+    s = world.guest.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for i in range(50):
+        s.sendto(b"\x12\x34\x01\x00\x00\x02" + bytes(6) + b"\x01a\x00\x00\x01\x00\x01",
+                 ("169.254.0.1", 53))  # QDCOUNT 2
+    s.close()
+    rec = ctl.wait_record(lambda r: r.get("reason", "").startswith("malformed-query"))
+    time.sleep(0.5)
+    with ctl.lock:
+        n = sum(1 for r in ctl.records if r.get("reason", "").startswith("malformed-query"))
+    assert rec["count"] >= 1 and n <= 2, (rec, n)
+    assert dns_query(world, "allowed.test")[0] == 0  # the proxy is fine

@@ -1,11 +1,15 @@
 """Load on the ingress, loopback only, bounded in count and time (issue 7 "Tests").
 
-(a) A guest port that accepts and never answers, and more client connections
-    to it than the per-sandbox cap: the excess is refused (503), and meanwhile
-    a create and an exec in another sandbox succeed, space-api's RSS stays
-    bounded and its CPU near idle.
-(b) 2,000 idle connections to the ingress: a create and an exec in another
-    sandbox still succeed.
+(a) A guest port that accepts and never answers: 1,200 connections through the ingress
+    (from three loopback addresses, under the per-client cap): exactly the per-sandbox cap is
+    held, every other one gets a clean 503 with the JSON error body; meanwhile another sandbox
+    is created, runs an exec, is reached through the ingress and killed, space-api's RSS stays
+    bounded and its CPU near idle. Once the clients close, both daemons are back to their
+    baseline descriptors within a minute. Then the same straight at the node's tunnel socket:
+    the node's per-sandbox cap is held, the rest get "ERR 503", the control plane still works.
+    The caps come from the daemons' start-up log lines (they follow RLIMIT_NOFILE).
+(b) 2,000 idle connections to the ingress: a create and an exec in another sandbox still
+    succeed.
 The numbers are printed.
 """
 import json

@@ -24,7 +24,21 @@ from lib.platform import Node
 
 SO_ORIGINAL_DST = 80
 SIOCGSKNS = 0x894C
-FAKE_CA = "-----BEGIN CERTIFICATE-----\nTUlJQnRlc3Q=\n-----END CERTIFICATE-----\n"
+
+
+def driver_ca():
+    """A real self-signed CA certificate: the agent installs what hello's caCert carries."""
+    global _CA
+    if _CA is None:
+        _CA = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                              "ec_paramgen_curve:P-256", "-nodes", "-keyout", "/dev/null",
+                              "-subj", "/CN=space egress plumbing test CA", "-days", "1",
+                              "-addext", "basicConstraints=critical,CA:TRUE"],
+                             check=True, capture_output=True, text=True).stdout
+    return _CA
+
+
+_CA = None
 
 
 class GwDriver:
@@ -72,7 +86,7 @@ class GwDriver:
                     for fd in self.held:  # as space-gw does: the old session's are let go
                         os.close(fd)
                     self.held = []
-                    reply = {"type": "hello", "ok": True, "caCert": FAKE_CA}
+                    reply = {"type": "hello", "ok": True, "caCert": driver_ca()}
                 else:
                     reply = {"type": msg["type"], "instance": msg["instance"], "ok": True}
                 self.held += fds
@@ -208,6 +222,9 @@ def test_egress_plumbing():
         check_attach(msg, fds, sb, policy)
         with open(os.path.join(n.instance_dir(sb), "instance.json")) as f:
             assert json.load(f)["network"] == policy
+        # The CA of the hello reply went to the agent's /init (caBundle), which installed it.
+        res = n.exec(sid, "cat", "/usr/local/share/ca-certificates/space-egress.crt")
+        assert res["stdout"].decode().strip() == driver_ca().strip(), res
 
         # The guest's TCP to anywhere arrives at the gateway descriptor with its original
         # destination; its DNS to the proxy address arrives at the DNS descriptor.
