@@ -260,8 +260,9 @@ DENIED_AUDIT = {
     "raw_ip_8080": {"dst": WEB_IP, "port": 8080},
     "raw_ip_22": {"dst": WEB_IP, "port": 22},
     "raw_ip_443_no_dns": {"sni": f"nodns.{FORBIDDEN}"},
+    # (The ECH probe's record has no SNI either: told apart by its reason.)
     "clienthello_no_sni": lambda r: r.get("proto") == "tls" and not r.get("sni") and
-    r.get("dst") == WEB_IP and r.get("port") == 443,
+    r.get("dst") == WEB_IP and r.get("port") == 443 and r.get("reason") != "ech",
     "clienthello_ech": lambda r: r.get("proto") == "tls" and r.get("reason") == "ech",
     "dns_forbidden": {"proto": "dns", "name": f"dnsq.{FORBIDDEN}"},
     "dns_forbidden_exact": {"proto": "dns", "name": FORBIDDEN},
