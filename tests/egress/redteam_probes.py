@@ -187,6 +187,31 @@ def dns_ask(name, qtype=1, server=PROXY, port=53):
     return result(ok=rcode == 0 and bool(addrs), rcode=rcode, addrs=addrs, types=types)
 
 
+# ---- a hand-made TLS 1.3 ClientHello (for what no client library sends on request) ----
+
+def ext(t, body):
+    return struct.pack("!HH", t, len(body)) + body
+
+
+def client_hello(sni, ech=False):
+    exts = b""
+    if sni:
+        name = sni.encode()
+        exts += ext(0, struct.pack("!HBH", len(name) + 3, 0, len(name)) + name)
+    exts += ext(0x002B, b"\x02\x03\x04")                       # supported_versions: 1.3
+    exts += ext(0x000A, b"\x00\x02\x00\x1d")                   # supported_groups: x25519
+    exts += ext(0x000D, b"\x00\x02\x04\x03")                   # signature_algorithms
+    exts += ext(0x0033, b"\x00\x24\x00\x1d\x00\x20" + os.urandom(32))  # key_share
+    exts += ext(0x0010, b"\x00\x09\x08http/1.1")                # ALPN
+    if ech:  # encrypted_client_hello, outer: the real destination would be inside
+        exts += ext(0xFE0D, b"\x00\x00\x01\x00\x01\x2a" + struct.pack("!H", 32) +
+                    os.urandom(32) + struct.pack("!H", 64) + os.urandom(64))
+    body = (b"\x03\x03" + os.urandom(32) + b"\x20" + os.urandom(32) + b"\x00\x02\x13\x01" +
+            b"\x01\x00" + struct.pack("!H", len(exts)) + exts)
+    hs = b"\x01" + struct.pack("!I", len(body))[1:] + body
+    return b"\x16\x03\x01" + struct.pack("!H", len(hs)) + hs
+
+
 # ---- raw packets (AF_PACKET on eth0; the guest is root) ----
 
 def csum(b):
@@ -365,6 +390,8 @@ def denied_probes():
                                        .encode())
     p["raw_ip_22"] = lambda: raw_tcp(WEB, 22, b"SSH-2.0-probe\r\n")
     p["raw_ip_443_no_dns"] = lambda: raw_tcp(WEB, 443, b"", tls_sni=f"nodns.{f}")
+    # ECH: the SNI an observer sees (allowed) says nothing of the inner one.
+    p["clienthello_ech"] = lambda: raw_tcp(WEB, 443, client_hello(a, ech=True))
     # No SNI at all.
     p["clienthello_no_sni"] = lambda: http_requests(WEB, 443, [get(a)], tls=True,
                                                     server_hostname=None)

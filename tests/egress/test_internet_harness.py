@@ -39,6 +39,8 @@ def test_internet_harness():
                 body = curl(net, "--cacert", net.ca, f"{scheme}://{name}/probe")
                 assert body.startswith(f"vhost={name} host={name}"), body
         assert "vhost=default" in curl(net, "-H", "Host: other.test", f"http://{WEB_IP}/")
+        # TLS 1.3, as the internet speaks it (nginx 1.22 needs telling).
+        assert "vhost=" in curl(net, "--tlsv1.3", "--cacert", net.ca, f"https://{ALLOWED}/")
         # The test CA is what makes HTTPS verify: without it curl refuses.
         r = net.run_uplink(["curl", "-sS", "-m", "10", f"https://{ALLOWED}/"])
         assert r.returncode == 60, r

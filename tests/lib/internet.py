@@ -205,6 +205,8 @@ http {{
   fastcgi_temp_path {temp}/fastcgi;
   uwsgi_temp_path {temp}/uwsgi;
   scgi_temp_path {temp}/scgi;
+  # nginx 1.22 leaves TLS 1.3 out by default; the internet speaks it.
+  ssl_protocols TLSv1.2 TLSv1.3;
   keepalive_requests 1000;
   keepalive_timeout 120s;
   sendfile on;
