@@ -329,6 +329,9 @@ static void egress_push_ca(struct manager *m, struct vm *vm)
         return;
     }
     vm_ca_fingerprint(ca, fp);
+    if (strcmp(vm->ca_tried, fp) == 0 && vm->ca_attempts >= MANAGER_CA_ATTEMPTS) {
+        return; /* gave up on this CA: the next one gets new tries */
+    }
     if (strcmp(vm_ca_given(vm), fp) == 0) {
         return;
     }
