@@ -160,6 +160,15 @@ def test_late_gateway_gets_its_ca_to_running_sandboxes():
         assert n.log().count("sending the egress CA") == 1, n.log()
         assert guest_ca(n, sid).strip() == ca.strip()
 
+        # The agent's message is the guest's text: the node keeps it printable and bounded.
+        ts = "bad\x01\n" + "x" * 300
+        status, body = n.call("POST", "/v1/sandboxes", {"init": {"timestamp": ts}})
+        assert status == 500, (status, body)
+        said = f"invalid timestamp '{ts}'"
+        clean = "".join(c if 0x20 <= ord(c) < 0x7f else "?" for c in said[:200]) + "..."
+        assert body["message"].splitlines()[0] == ("cannot create sandbox: initialise agent "
+                                                   "failed: agent answered 400: " + clean), body
+
         # A gateway with a CA the agent refuses: logged with the agent's own message, and the
         # guest keeps the CA it had (the agent checks the whole bundle before it applies it).
         gw.stop()
