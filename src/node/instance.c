@@ -36,6 +36,11 @@ char *instance_record_to_json(const struct instance_record *rec, const char *dir
         "created_at", (json_int_t)rec->created_at, "state", vm_state_to_string(rec->state),
         "access_token", rec->access_token, "pid", (json_int_t)rec->pid, "pid_start_time",
         (json_int_t)rec->pid_start_time, "dir", dir, "netns", netns);
+    if (j && rec->ca_given[0] &&
+        json_object_set_new(j, "ca_given", json_string(rec->ca_given)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
     if (j && rec->network) {
         json_error_t jerr;
         json_t *net = json_loads(rec->network, 0, &jerr);
@@ -71,6 +76,7 @@ int instance_record_from_json(const char *text, struct instance_record *ret)
     copy_string(rec.sandbox_id, sizeof(rec.sandbox_id), json_object_get(j, "sandbox_id"));
     copy_string(rec.template_name, sizeof(rec.template_name), json_object_get(j, "template"));
     copy_string(rec.access_token, sizeof(rec.access_token), json_object_get(j, "access_token"));
+    copy_string(rec.ca_given, sizeof(rec.ca_given), json_object_get(j, "ca_given"));
     if (!instance_id_is_valid(rec.iid) ||
         (rec.sandbox_id[0] && !sandbox_id_is_valid(rec.sandbox_id)) ||
         (rec.template_name[0] && !template_name_is_valid(rec.template_name))) {

@@ -40,7 +40,10 @@ struct instance_record {
     unsigned memory_mib;
     usec_t created_at; /* realtime */
     enum vm_state state;
-    char access_token[129];  /* the agent's access token once /init set one ("" = none) */
+    char access_token[129]; /* the agent's access token once /init set one ("" = none) */
+    /* Fingerprint of the egress CA the agent was given in an /init (vm_ca_fingerprint()),
+     * "" = none yet: a gateway that comes up later (or a new CA) gets it re-sent. */
+    char ca_given[17];
     pid_t pid;               /* the VMM, 0 until it started */
     uint64_t pid_start_time; /* /proc/<pid>/stat field 22 (clock ticks since boot) */
     /*

@@ -13,6 +13,7 @@
 #include "node/manager.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -123,6 +124,8 @@ static void reap_done(void *p)
     manager_job_finished(m);
 }
 
+static void egress_push_ca(struct manager *m, struct vm *vm);
+
 static void tick_cb(evutil_socket_t fd, short what, void *userdata)
 {
     struct manager *m = userdata;
@@ -145,7 +148,9 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
                                 vm->rec.iid);
             vm_set_state(vm, VM_STOPPING);
             manager_egress_detach(m, vm);
+            continue;
         }
+        egress_push_ca(m, vm); /* retries of a re-send that failed */
     }
 }
 
@@ -229,6 +234,134 @@ static void adopt_cb(struct vm *vm, void *userdata)
     }
 }
 
+/*
+ * The egress CA for agents that do not have it yet: a sandbox created while space-gw
+ * was down (or before its first session) got an /init without caBundle, and a gateway
+ * with a new CA invalidates what the others have. Each such running instance gets an
+ * /init with just its access token and caBundle (the agent applies only the fields
+ * given, and installing the same bundle again is harmless). On workers, at most
+ * MANAGER_CA_JOBS_MAX at a time so creates keep their workers; a failure is retried
+ * MANAGER_CA_RETRY later, MANAGER_CA_ATTEMPTS times per CA, from the tick.
+ */
+#define MANAGER_CA_JOBS_MAX 2u
+#define MANAGER_CA_ATTEMPTS 5u
+#define MANAGER_CA_RETRY (5 * USEC_PER_SEC)
+
+struct ca_job {
+    struct manager *m;
+    struct vm *vm; /* held by vm->busy */
+    char *body;
+    char fingerprint[VM_CA_FINGERPRINT_LEN + 1];
+    int r;
+    char *error;
+};
+
+static void ca_work(void *p)
+{
+    struct ca_job *j = p;
+    j->r = vm_send_init(j->vm, j->body, &j->error);
+}
+
+static void ca_done(void *p)
+{
+    struct ca_job *j = p;
+    struct manager *m = j->m;
+    struct vm *vm = j->vm;
+
+    vm->busy--;
+    vm->ca_busy = false;
+    m->ca_jobs--;
+    if (vm_state(vm) == VM_RUNNING) {
+        if (j->r >= 0) {
+            memcpy(vm->rec.ca_given, j->fingerprint, sizeof(vm->rec.ca_given));
+            int r = vm_save_record(&m->host, &vm->rec);
+            if (r < 0) {
+                log_sandbox_warning_errno(vm_sandbox_id(vm), r,
+                                          "cannot save instance %s's record (the egress CA "
+                                          "would be sent again after a restart): %m",
+                                          vm->rec.iid);
+            }
+            vm->ca_attempts = 0;
+            log_sandbox_info(vm_sandbox_id(vm), "sent the egress CA %s to instance %s's agent",
+                             j->fingerprint, vm->rec.iid);
+        } else {
+            vm->ca_retry_at = now_monotonic() + MANAGER_CA_RETRY;
+            log_sandbox_warning(vm_sandbox_id(vm),
+                                "cannot send the egress CA to instance %s's agent (try %u of "
+                                "%u): %s",
+                                vm->rec.iid, vm->ca_attempts, MANAGER_CA_ATTEMPTS,
+                                j->error ? j->error : strerror(-j->r));
+        }
+    }
+    if (vm_state(vm) == VM_STOPPED && vm->busy == 0) {
+        vm_free(vm); /* killed while we ran: the kill left the free to us */
+    }
+    free(j->body);
+    free(j->error);
+    free(j);
+    manager_job_finished(m);
+}
+
+static char *ca_init_body(const struct vm *vm, const char *ca)
+{
+    json_t *j = json_pack("{s:s}", "caBundle", ca);
+    char *text;
+
+    /* The agent refuses an /init that does not prove its token. */
+    if (j && vm->rec.access_token[0] &&
+        json_object_set_new(j, "accessToken", json_string(vm->rec.access_token)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return text;
+}
+
+static void egress_push_ca(struct manager *m, struct vm *vm)
+{
+    char fp[VM_CA_FINGERPRINT_LEN + 1];
+    const char *ca = gw_client_ca_pem(m->gw);
+    struct ca_job *j;
+
+    if (!ca || !gw_client_ready(m->gw) || vm_state(vm) != VM_RUNNING || !vm->rt ||
+        !instance_is_bound(&vm->rec) || vm->ca_busy || m->ca_jobs >= MANAGER_CA_JOBS_MAX) {
+        return;
+    }
+    vm_ca_fingerprint(ca, fp);
+    if (strcmp(vm->ca_tried, fp) == 0 && vm->ca_attempts >= MANAGER_CA_ATTEMPTS) {
+        return; /* gave up on this CA: the next one gets new tries */
+    }
+    if (strcmp(vm_ca_given(vm), fp) == 0) {
+        return;
+    }
+    if (strcmp(vm->ca_tried, fp) != 0) { /* a new CA: a fresh set of tries */
+        memcpy(vm->ca_tried, fp, sizeof(vm->ca_tried));
+        vm->ca_attempts = 0;
+        vm->ca_retry_at = 0;
+    }
+    if (vm->ca_attempts >= MANAGER_CA_ATTEMPTS || now_monotonic() < vm->ca_retry_at) {
+        return;
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        return;
+    }
+    *j = (struct ca_job){ .m = m, .vm = vm, .body = ca_init_body(vm, ca) };
+    memcpy(j->fingerprint, fp, sizeof(j->fingerprint));
+    if (!j->body || manager_run_job(m, ca_work, ca_done, j) < 0) {
+        free(j->body); /* pool full or stopping: the next tick tries again */
+        free(j);
+        return;
+    }
+    vm->busy++;
+    vm->ca_busy = true;
+    vm->ca_attempts++;
+    m->ca_jobs++;
+    log_sandbox_info(vm_sandbox_id(vm), "sending the egress CA %s to instance %s's agent", fp,
+                     vm->rec.iid);
+}
+
 void manager_egress_attach(struct manager *m, struct vm *vm)
 {
     int r;
@@ -254,6 +387,7 @@ void manager_egress_attach(struct manager *m, struct vm *vm)
         log_sandbox_warning_errno(vm_sandbox_id(vm), r, "cannot attach instance %s to space-gw: %m",
                                   vm->rec.iid);
     }
+    egress_push_ca(m, vm);
 }
 
 void manager_egress_detach(struct manager *m, struct vm *vm)

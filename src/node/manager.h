@@ -27,6 +27,7 @@ struct manager {
     const char *cache_dir;      /* template build cache */
     struct gw_client *gw;       /* the space-gw session; NULL with --no-gw (no egress at all) */
     struct egress_audit *audit; /* what space-gw reported, for GET /v1/egress-audit */
+    unsigned ca_jobs;           /* egress-CA /init re-sends on workers (MANAGER_CA_JOBS_MAX) */
     bool stopping;
 };
 

@@ -22,6 +22,7 @@ static struct instance_record running(void)
         .created_at = 1700000000000000ull,
         .state = VM_RUNNING,
         .access_token = "tok",
+        .ca_given = "0123456789abcdef",
         .pid = 4242,
         .pid_start_time = 987654,
     };
@@ -79,6 +80,7 @@ static void test_record_round_trip(void **state)
     assert_string_equal(back.sandbox_id, rec.sandbox_id);
     assert_string_equal(back.template_name, "base");
     assert_string_equal(back.access_token, "tok");
+    assert_string_equal(back.ca_given, "0123456789abcdef");
     assert_int_equal(back.state, VM_RUNNING);
     assert_int_equal(back.pid, 4242);
     assert_int_equal(back.pid_start_time, 987654);

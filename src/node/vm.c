@@ -205,10 +205,54 @@ static char *file_tail(const char *dir, const char *name, size_t max)
     return data;
 }
 
-/* One request to the agent over the sandbox's link; 0 when it answered 2xx. */
-static int vm_agent_request(struct runtime_vm *rt, const struct http_request *req,
-                            usec_t connect_timeout, usec_t timeout)
+/* The agent's error body we keep for a message: its JSON {code,message}, capped. */
+#define VM_AGENT_ERROR_BODY_MAX 4096u
+/* Of the agent's message, at most this many bytes reach the node's error text. */
+#define VM_AGENT_MESSAGE_MAX 200u
+
+static int agent_body_cb(const void *data, size_t len, void *userdata)
 {
+    struct strbuf *sb = userdata;
+    size_t room = VM_AGENT_ERROR_BODY_MAX - MIN(sb->len, VM_AGENT_ERROR_BODY_MAX);
+
+    /* Past the cap the rest is read and dropped: the status is what matters. */
+    return strbuf_append(sb, data, MIN(len, room)) < 0 ? -ENOMEM : 0;
+}
+
+char *vm_agent_error_text(int status, const char *body, size_t len)
+{
+    struct strbuf sb = STRBUF_INIT;
+    json_error_t jerr;
+    json_t *j = body && len ? json_loadb(body, len, 0, &jerr) : NULL;
+    const char *msg = json_string_value(json_object_get(j, "message"));
+
+    strbuf_appendf(&sb, "agent answered %d", status);
+    if (msg && *msg) {
+        /* The guest wrote it: printable ASCII only, bounded, so it cannot forge log
+         * lines or flood the API's error. */
+        size_t n = strlen(msg);
+        strbuf_appendf(&sb, ": ");
+        for (size_t i = 0; i < MIN(n, VM_AGENT_MESSAGE_MAX); i++) {
+            char c = msg[i] >= 0x20 && msg[i] < 0x7f ? msg[i] : '?';
+            strbuf_append(&sb, &c, 1);
+        }
+        if (n > VM_AGENT_MESSAGE_MAX) {
+            strbuf_appendf(&sb, "...");
+        }
+    }
+    json_decref(j);
+    return strbuf_detach(&sb, NULL);
+}
+
+/*
+ * One request to the agent over the sandbox's link; 0 when it answered 2xx.
+ * Otherwise -EPROTO, and *ret_error (may be NULL) gets "agent answered <status>: <its
+ * message>" (vm_agent_error_text()).
+ */
+static int vm_agent_request(struct runtime_vm *rt, const struct http_request *req,
+                            usec_t connect_timeout, usec_t timeout, char **ret_error)
+{
+    struct strbuf body = STRBUF_INIT;
     int fd = -EBADF, status = 0;
     int r;
 
@@ -216,24 +260,78 @@ static int vm_agent_request(struct runtime_vm *rt, const struct http_request *re
     if (r < 0) {
         return r;
     }
-    r = http_client_request(fd, req, now_monotonic() + timeout, &status, NULL, NULL, NULL);
+    r = http_client_request(fd, req, now_monotonic() + timeout, &status, NULL,
+                            ret_error ? agent_body_cb : NULL, ret_error ? &body : NULL);
     close_safe(fd);
-    if (r < 0) {
-        return r;
+    if (r >= 0 && (status < 200 || status >= 300)) {
+        if (ret_error) {
+            free(*ret_error);
+            *ret_error = vm_agent_error_text(status, body.buf, body.len);
+        }
+        r = -EPROTO;
     }
-    return status >= 200 && status < 300 ? 0 : -EPROTO;
+    strbuf_release(&body);
+    return r < 0 ? r : 0;
 }
 
-/* POST /init to the agent: sandbox env, access token, default user, clock (envd's /init). */
-static int vm_post_init(const struct vm *vm, struct runtime_vm *rt)
+/* POST /init to the agent with body (JSON text). */
+static int vm_agent_init(struct runtime_vm *rt, const char *body, char **ret_error)
 {
     const char *headers[] = { "Content-Type: application/json", NULL };
     struct http_request req = { .method = "POST",
                                 .path = "/init",
                                 .headers = headers,
-                                .body = vm->init_json,
-                                .body_len = strlen(vm->init_json) };
-    return vm_agent_request(rt, &req, 2 * USEC_PER_SEC, 10 * USEC_PER_SEC);
+                                .body = body,
+                                .body_len = strlen(body) };
+    return vm_agent_request(rt, &req, 2 * USEC_PER_SEC, 10 * USEC_PER_SEC, ret_error);
+}
+
+/* POST /init to the agent: sandbox env, access token, default user, clock (envd's /init). */
+static int vm_post_init(const struct vm *vm, struct runtime_vm *rt, char **ret_error)
+{
+    return vm_agent_init(rt, vm->init_json, ret_error);
+}
+
+int vm_send_init(const struct vm *vm, const char *body, char **ret_error)
+{
+    if (!vm->rt) {
+        return -ENOENT;
+    }
+    return vm_agent_init(vm->rt, body, ret_error);
+}
+
+void vm_ca_fingerprint(const char *pem, char out[VM_CA_FINGERPRINT_LEN + 1])
+{
+    /* FNV-1a 64: only tells our own gateway's CAs apart (never hostile input), so a
+     * cryptographic digest (and OpenSSL in the node) is not needed. */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)pem; *p; p++) {
+        h = (h ^ *p) * 0x100000001b3ull;
+    }
+    snprintf(out, VM_CA_FINGERPRINT_LEN + 1, "%016llx", (unsigned long long)h);
+}
+
+/* The fingerprint of the caBundle in init_json into out, or "" when it has none. */
+static void init_json_ca(const char *init_json, char out[VM_CA_FINGERPRINT_LEN + 1])
+{
+    json_error_t jerr;
+    json_t *j = init_json ? json_loads(init_json, 0, &jerr) : NULL;
+    const char *ca = json_string_value(json_object_get(j, "caBundle"));
+
+    out[0] = '\0';
+    if (ca) {
+        vm_ca_fingerprint(ca, out);
+    }
+    json_decref(j);
+}
+
+const char *vm_ca_given(struct vm *vm)
+{
+    /* The create job saved it in instance.json; the loop's copy learns it here. */
+    if (!vm->rec.ca_given[0] && vm->init_json) {
+        init_json_ca(vm->init_json, vm->rec.ca_given);
+    }
+    return vm->rec.ca_given;
 }
 
 static int vm_wait_ready(const struct vm_host *host, struct runtime_vm *rt)
@@ -245,7 +343,7 @@ static int vm_wait_ready(const struct vm_host *host, struct runtime_vm *rt)
             return -ECHILD;
         }
         struct http_request health = { .method = "GET", .path = "/health" };
-        if (vm_agent_request(rt, &health, 50 * USEC_PER_MSEC, 2 * USEC_PER_SEC) == 0) {
+        if (vm_agent_request(rt, &health, 50 * USEC_PER_MSEC, 2 * USEC_PER_SEC, NULL) == 0) {
             return 0;
         }
         if (now_monotonic() >= deadline) {
@@ -262,6 +360,7 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     struct vm_paths p = { .dir = "" };
     char tdir[PATH_MAX], src[PATH_MAX + 16];
     const char *step = "prepare";
+    char *agent_error = NULL; /* what the agent said when it refused /init */
     struct runtime_vm *rt = NULL;
     bool reflinked = false;
     usec_t t0 = now_monotonic(), t;
@@ -351,13 +450,14 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
 
     if (vm->init_json) {
         step = "initialise agent";
-        r = vm_post_init(vm, rt);
+        r = vm_post_init(vm, rt, &agent_error);
         if (r >= 0) {
             r = fault_point("create.init");
         }
         if (r < 0) {
             goto fail;
         }
+        init_json_ca(vm->init_json, rec.ca_given); /* the agent has it now */
     }
     ret->timing.total = now_monotonic() - t0;
 
@@ -381,9 +481,11 @@ fail:;
     char *console = file_tail(p.dir, "console.log", 2048);
     char *qemu = file_tail(p.dir, "qemu.log", 1024);
     strbuf_appendf(&sb, "%s failed: %s", step,
-                   r == -ETIMEDOUT ? "the guest agent did not become ready in time"
-                   : r == -ECHILD  ? "the VM exited during boot"
-                                   : strerror(-r));
+                   agent_error       ? agent_error
+                   : r == -ETIMEDOUT ? "the guest agent did not become ready in time"
+                   : r == -ECHILD    ? "the VM exited during boot"
+                                     : strerror(-r));
+    free(agent_error);
     if (qemu && *qemu) {
         strbuf_appendf(&sb, "\n--- qemu ---\n%s", qemu);
     }

@@ -46,6 +46,12 @@ struct vm {
     /* The egress sockets in its namespace (netslot_open_listeners()), -EBADF until the
      * gateway client opens them; closed by vm_free(). Loop thread only. */
     int dns_fd, gateway_fd;
+    /* Re-sending the egress CA (manager.c): a job in flight, failed tries for ca_tried,
+     * and when the next may start (monotonic). Loop thread only. */
+    bool ca_busy;
+    unsigned ca_attempts;
+    char ca_tried[17];
+    usec_t ca_retry_at;
 };
 
 /* Loop thread only: moves vm to `to`, asserting the row exists in the state table. */
@@ -118,6 +124,21 @@ struct vm_exec_result {
 int vm_exec(const struct vm_host *host, const struct vm *vm, const struct vm_exec_request *req,
             struct vm_exec_result *ret);
 void vm_exec_result_release(struct vm_exec_result *res);
+
+/*
+ * Worker: POST /init with body (JSON text) to vm's running agent. 0, -ENOENT (no VMM),
+ * or -errno; -EPROTO when the agent refused, with *ret_error (may be NULL; caller frees)
+ * from vm_agent_error_text().
+ */
+int vm_send_init(const struct vm *vm, const char *body, char **ret_error);
+/* "agent answered <status>[: <its JSON message, printable ASCII, bounded>]"; caller frees. */
+char *vm_agent_error_text(int status, const char *body, size_t len);
+
+/* Which egress CA an agent was given: a hex fingerprint of the PEM (instance.h ca_given). */
+#define VM_CA_FINGERPRINT_LEN 16
+void vm_ca_fingerprint(const char *pem, char out[VM_CA_FINGERPRINT_LEN + 1]);
+/* Loop thread: the fingerprint of the CA vm's agent has ("" = none). */
+const char *vm_ca_given(struct vm *vm);
 
 /* Persists rec to instances/<iid>/instance.json (atomically). Any thread. */
 int vm_save_record(const struct vm_host *host, const struct instance_record *rec);
