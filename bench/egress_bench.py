@@ -3,7 +3,7 @@
 
   sudo /usr/bin/python3 bench/egress_bench.py [--build-dir build] [--samples 400]
        [--requests 1000] [--rounds 4] [--big-mib 256] [--dns-seconds 5] [--dns-clients 2]
-       [--modes tcp,http,tls] [--json]
+       [--modes tcp,http,tls,tlspass] [--json]
 
 Builds the simulated internet of the tests (tests/lib/internet.py: an `uplink` namespace
 where space-gw runs, an `inet` one with nginx and dnsmasq on 198.18.0.0/15) plus a
@@ -20,6 +20,8 @@ machine load:
   tcp    a CIDR allow entry (198.18.1.10:8080): plain TCP relay
   http   an allowed name on port 80: the HTTP relay that checks every request's Host
   tls    an allowed name on 443: TLS terminated with the egress CA, re-encrypted upstream
+  tlspass  the same name on 443 with the policy's "passthrough" list naming it: checked by
+         SNI + DNS attribution, then spliced as it is (the client trusts the upstream's CA)
 
   connection  connect + request + first byte of the answer, a new connection each time
   request     one request + its whole answer on a kept-alive connection
@@ -407,6 +409,8 @@ def quiet_dnsmasq(net):
 
 def measure_mode(args, net, sb, mode, port_tls, direct_ctx, gw_ctx, egress_ca):
     port, tls = port_tls
+    if mode == "tlspass":
+        gw_ctx, egress_ca = direct_ctx, net.upstream_ca  # nothing terminated: the upstream's CA
     res = {"direct": {"conn": [], "req": []}, "gw": {"conn": [], "req": []}}
     per_round = max(1, args.samples // args.rounds)
     reqs_round = max(1, args.requests // args.rounds)
@@ -447,7 +451,7 @@ def main():
     ap.add_argument("--big-mib", type=int, default=256)
     ap.add_argument("--dns-seconds", type=float, default=5)
     ap.add_argument("--dns-clients", type=int, default=2, help="query processes")
-    ap.add_argument("--modes", default="tcp,http,tls")
+    ap.add_argument("--modes", default="tcp,http,tls,tlspass")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -470,6 +474,7 @@ def main():
         with open(egress_ca, "w") as f:
             f.write(hello["caCert"])
         policy = {"allow": [ALLOWED, f"{WEB_IP}:{TCP_PORT}"]}
+        pass_policy = dict(policy, passthrough=[ALLOWED])
         ctl.request({"type": "attach", "instance": "bench", "sandbox": SANDBOX_ID,
                      "policy": policy}, fds=(sb.udp.fileno(), sb.tcp.fileno()))
 
@@ -484,11 +489,21 @@ def main():
             if dns_resolve(QUIET_DNS_IP, ALLOWED) != WEB_IP:
                 raise RuntimeError("the quiet dnsmasq did not answer")
 
-        ports = {"tcp": (TCP_PORT, False), "http": (80, False), "tls": (443, True)}
+        ports = {"tcp": (TCP_PORT, False), "http": (80, False), "tls": (443, True),
+                 "tlspass": (443, True)}
         for mode in modes:
             try:
-                results["modes"][mode] = measure_mode(args, net, sb, mode, ports[mode],
-                                                      direct_ctx, gw_ctx, egress_ca)
+                if mode == "tlspass":
+                    rep = ctl.request({"type": "policy", "instance": "bench",
+                                       "policy": pass_policy})
+                    if not rep.get("ok"):
+                        raise RuntimeError(f"passthrough policy refused: {rep}")
+                try:
+                    results["modes"][mode] = measure_mode(args, net, sb, mode, ports[mode],
+                                                          direct_ctx, gw_ctx, egress_ca)
+                finally:
+                    if mode == "tlspass":
+                        ctl.request({"type": "policy", "instance": "bench", "policy": policy})
             except (OSError, RuntimeError, ssl.SSLError, subprocess.SubprocessError) as e:
                 # A mode the gateway refuses (or cannot do yet) still leaves the others.
                 results["modes"][mode] = {"error": f"{type(e).__name__}: {e}"}
@@ -523,23 +538,23 @@ def main():
         return
     print(f"egress bench: {args.samples} connections and {args.requests} keep-alive requests "
           f"per mode and path, {args.big_mib} MiB download, DNS {args.dns_seconds:g} s")
-    print(f"{'mode':6} {'what':22} {'direct p50/p90/p99 ms':>24} {'space-gw p50/p90/p99 ms':>26}"
+    print(f"{'mode':7} {'what':22} {'direct p50/p90/p99 ms':>24} {'space-gw p50/p90/p99 ms':>26}"
           f" {'added p50':>10}")
     for mode, out in results["modes"].items():
         if "error" in out:
-            print(f"{mode:6} failed: {out['error']}")
+            print(f"{mode:7} failed: {out['error']}")
             continue
         for kind, what in (("conn_ms", "connection, 1st byte"), ("req_ms", "keep-alive request")):
             d, g = out["direct"][kind], out["gw"][kind]
             fmt = lambda x: f"{x['p50']:.3f}/{x['p90']:.3f}/{x['p99']:.3f}"
-            print(f"{mode:6} {what:22} {fmt(d):>24} {fmt(g):>26} "
+            print(f"{mode:7} {what:22} {fmt(d):>24} {fmt(g):>26} "
                   f"{out['added_' + kind]['p50']:>+10.3f}")
         dl = out["download_MBps"]
-        print(f"{mode:6} {'download MB/s':22} {dl['direct']:>24.1f} {dl['gw']:>26.1f} "
+        print(f"{mode:7} {'download MB/s':22} {dl['direct']:>24.1f} {dl['gw']:>26.1f} "
               f"{'x' + format(dl['ratio'], '.2f'):>10}")
     if results["dns"]:
         d, g = results["dns"]["direct"], results["dns"]["gw"]
-        print(f"{'dns':6} {'queries/s':22} {d['qps']:>24} {g['qps']:>26} "
+        print(f"{'dns':7} {'queries/s':22} {d['qps']:>24} {g['qps']:>26} "
               f"{'x' + format(g['qps'] / max(1, d['qps']), '.2f'):>10}")
     print(f"audit records: {results['audit_records']} ({results['denied']} denied)")
 

@@ -32,6 +32,7 @@ static void poke_checks(const struct policy *p)
 
     for (size_t e = 0; e < sizeof(envs) / sizeof(envs[0]); e++) {
         for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+            (void)policy_tls_passthrough(p, names[n]);
             for (size_t a = 0; a < sizeof(addrs) / sizeof(addrs[0]); a++) {
                 struct in_addr in = { .s_addr = htonl(addrs[a]) };
 

@@ -101,6 +101,10 @@ struct gw_conn {
     enum policy_reason tcp_reason;
     /* TLS: terminated, both legs through bufferevent_openssl; the SNI every Host must equal */
     bool tls, tls_sniff;
+    /* TLS passthrough (policy_tls_passthrough()): spliced like raw TCP, audited as "tls" with
+     * reason "<the gate's reason>-passthrough" (static, from http-gate.h) */
+    bool passthrough;
+    const char *pass_reason;
     char sni[POLICY_NAME_MAX + 1];
     /* HTTP */
     struct bufferevent *client, *upstream;
@@ -351,12 +355,25 @@ static int dial_result(struct gw_conn *c, short what)
 
 /* ---- raw TCP ---- */
 
+/* The audit reason of a passthrough relay: the gate's allow reason, marked as not terminated. */
+static void passthrough_reason(const struct gw_conn *c, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s-passthrough", c->pass_reason ?: "allow");
+}
+
 static void relay_done(struct relay *r, int error, void *userdata)
 {
     struct gw_conn *c = userdata;
+    char why[64];
 
-    audit_conn(c, "tcp", true, policy_reason_str(c->tcp_reason), true, relay_bytes(r, RELAY_B),
-               relay_bytes(r, RELAY_A), c->start);
+    if (c->passthrough) {
+        passthrough_reason(c, why, sizeof(why));
+        audit_conn(c, "tls", true, why, true, relay_bytes(r, RELAY_B), relay_bytes(r, RELAY_A),
+                   c->start);
+    } else {
+        audit_conn(c, "tcp", true, policy_reason_str(c->tcp_reason), true, relay_bytes(r, RELAY_B),
+                   relay_bytes(r, RELAY_A), c->start);
+    }
     conn_close(c, error == 0 ? "done" : error == -ETIMEDOUT ? "idle timeout" : "connection error");
 }
 
@@ -369,7 +386,8 @@ static void tcp_connected_cb(evutil_socket_t fd, short what, void *userdata)
         r = relay_new(c->g->sb->gw->base, c->fd, c->up_fd, GW_IDLE_SEC, relay_done, c, &c->relay);
     }
     if (r < 0) {
-        audit_conn(c, "tcp", false, "upstream-unreachable", false, 0, 0, 0);
+        audit_conn(c, c->passthrough ? "tls" : "tcp", false, "upstream-unreachable", false, 0, 0,
+                   0);
         conn_reset(c, "upstream unreachable");
         return;
     }
@@ -395,6 +413,25 @@ static void start_tcp(struct gw_conn *c)
     c->phase = PH_DIAL_TCP;
     if (dial_start(c, tcp_connected_cb) < 0) {
         audit_conn(c, "tcp", false, "upstream-unreachable", false, 0, 0, 0);
+        conn_reset(c, "cannot dial");
+    }
+}
+
+/*
+ * An allowed, attributed SNI on the policy's passthrough list: no
+ * termination, the guest's bytes (the ClientHello still unread in the
+ * socket) go as they are to the destination it chose, through the same
+ * relay as raw TCP. Weaker than terminating: nothing inside is checked.
+ */
+static void start_passthrough(struct gw_conn *c, const char *reason)
+{
+    c->passthrough = true;
+    c->pass_reason = reason;
+    event_del(c->ev); /* freed with c: this may be its own callback */
+    (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &(int){ 1 }, sizeof(int));
+    c->phase = PH_DIAL_TCP;
+    if (dial_start(c, tcp_connected_cb) < 0) {
+        audit_conn(c, "tls", false, "upstream-unreachable", false, 0, 0, 0);
         conn_reset(c, "cannot dial");
     }
 }
@@ -1138,6 +1175,10 @@ static void sniff_tls(struct gw_conn *c)
     http_gate_check_name(&in, c->sni, &res);
     if (!res.allow) {
         tls_deny(c, res.reason);
+        return;
+    }
+    if (policy_tls_passthrough(sb->policy, c->sni)) {
+        start_passthrough(c, res.reason);
         return;
     }
     if (!sb->gw->tls) {

@@ -38,6 +38,8 @@ struct policy {
     bool has_allow, has_deny;
     struct entry *allow, *deny;
     size_t n_allow, n_deny;
+    struct entry *passthrough; /* native only: names the gateway splices without terminating */
+    size_t n_passthrough;
 };
 
 static const char *const reason_names[_POLICY_REASON_MAX] = {
@@ -491,9 +493,34 @@ struct policy *policy_free(struct policy *p)
     if (p) {
         free(p->allow);
         free(p->deny);
+        free(p->passthrough);
         free(p);
     }
     return NULL;
+}
+
+/* "passthrough": names and "*." wildcards only, no ports: it says how an allowed TLS
+ * connection is relayed, never whether it is allowed (policy_tls_passthrough()). */
+static int parse_passthrough(const json_t *arr, struct policy *p, struct policy_error *err)
+{
+    int r = parse_list(arr, "passthrough", true, &p->passthrough, &p->n_passthrough, err);
+
+    if (r < 0) {
+        return r;
+    }
+    for (size_t i = 0; i < p->n_passthrough; i++) {
+        const struct entry *e = &p->passthrough[i];
+        const char *s = json_string_value(json_array_get(arr, i));
+
+        if ((e->kind != ENTRY_NAME && e->kind != ENTRY_WILDCARD) || e->n_ports > 0) {
+            set_error(err,
+                      "passthrough[%zu]: \"%.*s\": only host names and \"*.\" wildcards, "
+                      "without ports",
+                      i, POLICY_ENTRY_TEXT_MAX, s);
+            return -EINVAL;
+        }
+    }
+    return 0;
 }
 
 int policy_parse_native(const json_t *json, struct policy **ret, struct policy_error *err)
@@ -526,6 +553,8 @@ int policy_parse_native(const json_t *json, struct policy **ret, struct policy_e
             } else if (strcmp(key, "deny") == 0) {
                 r = parse_list(v, "deny", true, &p->deny, &p->n_deny, err);
                 p->has_deny = r >= 0;
+            } else if (strcmp(key, "passthrough") == 0) {
+                r = parse_passthrough(v, p, err);
             } else {
                 set_error(err, "%.64s: unknown field", key);
                 r = -EINVAL;
@@ -702,7 +731,11 @@ json_t *policy_to_native(const struct policy *p)
     }
     if (json_object_set_new(o, "internet", json_boolean(p->internet)) < 0 ||
         json_object_set_new(o, "allow", render_list(p->allow, p->n_allow)) < 0 ||
-        json_object_set_new(o, "deny", render_list(p->deny, p->n_deny)) < 0) {
+        json_object_set_new(o, "deny", render_list(p->deny, p->n_deny)) < 0 ||
+        /* Only when set, so policies without it keep the canonical form they had. */
+        (p->n_passthrough > 0 &&
+         json_object_set_new(o, "passthrough", render_list(p->passthrough, p->n_passthrough)) <
+             0)) {
         json_decref(o);
         return NULL;
     }
@@ -871,4 +904,17 @@ enum policy_reason policy_check_name_addr(const struct policy *p, const struct p
         return POLICY_DENY_CIDR;
     }
     return fallback(p, env, p->internet, mn == M_PORT_MISS || ma == M_PORT_MISS);
+}
+
+bool policy_tls_passthrough(const struct policy *p, const char *name)
+{
+    if (!p || !name) {
+        return false;
+    }
+    for (size_t i = 0; i < p->n_passthrough; i++) {
+        if (name_matches(&p->passthrough[i], name)) {
+            return true;
+        }
+    }
+    return false;
 }

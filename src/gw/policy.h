@@ -124,8 +124,10 @@ struct policy_error {
 };
 
 /*
- * Native API shape: {"internet": bool, "allow": [entry...], "deny": [entry...]},
- * every field optional (default: deny everything), unknown fields refused.
+ * Native API shape: {"internet": bool, "allow": [entry...], "deny": [entry...],
+ * "passthrough": [name...]}, every field optional (default: deny everything),
+ * unknown fields refused. "passthrough" takes host names and "*." wildcards
+ * only (no addresses, no ports); see policy_tls_passthrough().
  * json may be NULL (= {}). Returns 0 and a new policy, or -EINVAL with *err
  * filled (-ENOMEM on allocation failure).
  */
@@ -156,7 +158,8 @@ struct policy *policy_free(struct policy *p);
  */
 json_t *policy_to_e2b_network(const struct policy *p);
 json_t *policy_e2b_allow_internet(const struct policy *p);
-/* Native: {"internet": bool, "allow": [...], "deny": [...]} in canonical form; re-parses. */
+/* Native: {"internet": bool, "allow": [...], "deny": [...]} in canonical form, plus
+ * "passthrough": [...] when it is not empty; re-parses. */
 json_t *policy_to_native(const struct policy *p);
 
 /*
@@ -184,6 +187,18 @@ enum policy_reason policy_check_addr(const struct policy *p, const struct policy
 enum policy_reason policy_check_name_addr(const struct policy *p, const struct policy_env *env,
                                           const char *name, int family, const void *addr,
                                           uint16_t port);
+
+/*
+ * Should the gateway relay an allowed TLS connection for `name` (the SNI, as
+ * policy_normalize_name() gives it) as it is, spliced to the destination,
+ * instead of terminating it? For clients that pin certificates and so
+ * refuse the egress CA. It never allows anything: the caller asks only
+ * after policy_check_name_addr() allowed the connection and the DNS
+ * attribution held. Weaker than terminating: the HTTP Host inside the
+ * tunnel is not checked, only the SNI and the attribution. E2B policies
+ * never have passthrough names.
+ */
+bool policy_tls_passthrough(const struct policy *p, const char *name);
 
 /*
  * Validates and normalises a host name the way entries and checks do:

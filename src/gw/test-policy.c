@@ -573,6 +573,68 @@ static void test_reason_str(void **state)
     assert_string_equal(policy_reason_str(_POLICY_REASON_MAX), "unknown");
 }
 
+static void test_passthrough(void **state)
+{
+    struct policy *p = native("{\"allow\": [\"pin.test\", \"*.pinned.test\"], "
+                              "\"passthrough\": [\"Pin.Test.\", \"*.pinned.test\", \"off.test\"]}");
+    struct policy *q;
+    json_t *j;
+    char *text;
+
+    assert_true(policy_tls_passthrough(p, "pin.test"));
+    assert_true(policy_tls_passthrough(p, "a.b.pinned.test"));
+    assert_false(policy_tls_passthrough(p, "pinned.test")); /* "*." is below, as in allow */
+    assert_false(policy_tls_passthrough(p, "other.test"));
+    assert_false(policy_tls_passthrough(p, NULL));
+    /* passthrough never allows: off.test is listed but not allowed */
+    assert_true(policy_tls_passthrough(p, "off.test"));
+    assert_int_equal(policy_check_name(p, &env_internet, "off.test", 443), POLICY_DENY_DEFAULT);
+    assert_int_equal(name_addr(p, &env_internet, "off.test", "8.8.8.8", 443), POLICY_DENY_DEFAULT);
+    /* canonical, round-trips */
+    j = policy_to_native(p);
+    text = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_string_equal(text, "{\"allow\":[\"pin.test\",\"*.pinned.test\"],\"deny\":[],"
+                              "\"internet\":false,\"passthrough\":[\"pin.test\",\"*.pinned.test\","
+                              "\"off.test\"]}");
+    free(text);
+    assert_int_equal(policy_parse_native(j, &q, NULL), 0);
+    assert_true(policy_tls_passthrough(q, "x.pinned.test"));
+    json_decref(j);
+    policy_free(q);
+    policy_free(p);
+    /* absent or empty: not rendered, nothing passes through */
+    p = native("{\"internet\": true, \"passthrough\": []}");
+    j = policy_to_native(p);
+    assert_null(json_object_get(j, "passthrough"));
+    assert_false(policy_tls_passthrough(p, "pin.test"));
+    json_decref(j);
+    policy_free(p);
+    /* E2B policies always terminate */
+    p = e2b("{\"network\": {\"allowOut\": [\"pin.test\"]}}");
+    assert_false(policy_tls_passthrough(p, "pin.test"));
+    policy_free(p);
+
+    expect_native_error("{\"passthrough\": \"pin.test\"}",
+                        "passthrough: must be an array of strings");
+    expect_native_error("{\"passthrough\": [\"ok.test\", 7]}", "passthrough[1]: must be a string");
+    expect_native_error("{\"passthrough\": [\"a..b\"]}",
+                        "passthrough[0]: \"a..b\": empty label in host name");
+    expect_native_error("{\"passthrough\": [\"ok.test\", \"1.2.3.4\"]}",
+                        "passthrough[1]: \"1.2.3.4\": only host names and \"*.\" wildcards, "
+                        "without ports");
+    expect_native_error("{\"passthrough\": [\"198.18.0.0/15\"]}",
+                        "passthrough[0]: \"198.18.0.0/15\": only host names and \"*.\" "
+                        "wildcards, without ports");
+    expect_native_error("{\"passthrough\": [\"pin.test:443\"]}",
+                        "passthrough[0]: \"pin.test:443\": only host names and \"*.\" "
+                        "wildcards, without ports");
+    expect_native_error("{\"passthrough\": [\"2001:db8::1\"]}",
+                        "passthrough[0]: \"2001:db8::1\": only host names and \"*.\" "
+                        "wildcards, without ports");
+    expect_native_error("{\"passthrough\": [\"*\"]}",
+                        "passthrough[0]: \"*\": a wildcard must be \"*.\" followed by a name");
+}
+
 static void test_normalize(void **state)
 {
     char out[POLICY_NAME_MAX + 1];
@@ -604,6 +666,7 @@ int main(void)
         cmocka_unit_test(test_put_body),
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_reason_str),
+        cmocka_unit_test(test_passthrough),
         cmocka_unit_test(test_normalize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

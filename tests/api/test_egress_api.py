@@ -119,6 +119,7 @@ def test_listing_shows_the_policy(plat, native_sb):
     ({"allow": [1]}, "allow[0]"),
     ({"internet": "yes"}, "internet"),
     ({"bogus": 1}, "bogus"),
+    ({"passthrough": ["198.18.1.10"]}, "passthrough[0]"),
     ([], "object"),
 ])
 def test_native_bad_policy_is_400_naming_the_entry(plat, network, needle):
@@ -178,6 +179,18 @@ def test_native_replace(plat, native_sb):
     # The operation that carried it (kind sandbox.network) succeeded.
     ops = e2b(plat, "GET", f"/v1/sandboxes/{sid}").json()
     assert ops["state"] == "running"
+
+
+def test_native_passthrough_round_trips(plat, native_sb):
+    # The gateway's "passthrough" list (native only) flows through as canonical form.
+    sid = native_sb["id"]
+    r = e2b(plat, "PUT", f"/v1/sandboxes/{sid}/network",
+            json={"allow": ["allowed.test"], "passthrough": ["Allowed.Test."]})
+    got = e2b(plat, "GET", f"/v1/sandboxes/{sid}").json()["network"]
+    assert got == {"internet": False, "allow": ["allowed.test"], "deny": [],
+                   "passthrough": ["allowed.test"]}
+    if not node_lacks_network_route(r):
+        assert r.status_code == 200 and r.json() == {"network": got}, r.text
 
 
 def test_native_replace_refused(plat, native_sb):

@@ -462,6 +462,66 @@ def test_tls_upstream_verify_failure_is_502(env):
     assert rec["reason"].startswith("upstream-tls"), rec
 
 
+# ---- TLS passthrough (policy "passthrough": spliced, not terminated; weaker) ----
+
+PASSTHROUGH = {"allow": ["allowed.test"], "passthrough": ["allowed.test"]}
+
+
+def test_tls_passthrough_not_terminated(env):
+    world, gw, ctl = env
+    assert ctl.policy(INSTANCE, PASSTHROUGH)["ok"] is True
+    # The client trusts only the upstream's own CA, not the egress CA: it can only succeed if
+    # the gateway relays the upstream's handshake untouched (a certificate-pinning client).
+    res = curl(world, "--cacert", world.test_ca, "-w", " %{http_code} %{num_connects}\n",
+               "https://allowed.test/p1", "https://allowed.test/p2")
+    out = res.stdout.decode()
+    assert res.returncode == 0, (res.stderr, gw.log())
+    assert "host=allowed.test path=/p1" in out and "host=allowed.test path=/p2" in out, out
+    assert "200 1" in out and "200 0" in out, out  # one spliced connection, kept alive
+    rec = ctl.wait_record(lambda r: r.get("proto") == "tls" and r.get("verdict") == "allow")
+    assert rec["reason"] == "allow-name-passthrough", rec
+    assert rec["sni"] == "allowed.test" and rec["port"] == 443 and rec["dst"] == "198.18.1.10"
+    assert rec["bytesIn"] > 0 and rec["bytesOut"] > 0 and "host" not in rec, rec
+    # Forbidden SNI at the shared (CDN) address: still denied before anything is relayed.
+    import ssl
+    with pytest.raises((ssl.SSLError, OSError)):
+        tls_connect(world, "198.18.1.10", "forbidden.test", world.test_ca)
+    ctl.wait_record(lambda r: r.get("proto") == "tls" and r.get("sni") == "forbidden.test"
+                    and r.get("verdict") == "deny")
+    # The documented weakness: inside the tunnel the Host is not the gateway's to check.
+    s = tls_connect(world, "198.18.1.10", "allowed.test", world.test_ca)
+    s.sendall(b"GET /inside HTTP/1.1\r\nHost: forbidden.test\r\nConnection: close\r\n\r\n")
+    status, body = read_response(s)
+    s.close()
+    assert status == 200 and b"host=forbidden.test path=/inside" in body, body
+
+
+def test_tls_without_passthrough_terminates(env):
+    world, gw, ctl = env
+    # Same name, same client, no passthrough: the gateway terminates with its own CA,
+    # which this client does not trust.
+    res = curl(world, "--cacert", world.test_ca, "https://allowed.test/t1")
+    assert res.returncode == 60, res  # curl: peer certificate cannot be authenticated
+    assert "/t1" not in world.read(world.http_log)
+
+
+def test_tls_passthrough_never_allows(env):
+    import ssl
+    world, gw, ctl = env
+    assert ctl.policy(INSTANCE, {"allow": ["allowed.test"],
+                                 "passthrough": ["forbidden.test", "*.test"]})["ok"] is True
+    assert dns_query(world, "forbidden.test") == (3, [])
+    assert dns_query(world, "allowed.test")[0] == 0
+    with pytest.raises((ssl.SSLError, OSError)):
+        tls_connect(world, "198.18.1.10", "forbidden.test", world.test_ca)
+    rec = ctl.wait_record(lambda r: r.get("proto") == "tls" and r.get("sni") == "forbidden.test")
+    assert rec["verdict"] == "deny", rec
+    assert "forbidden.test" not in world.read(world.http_log)
+    # A bad passthrough entry is refused like the other lists, naming it.
+    rep = ctl.policy(INSTANCE, {"allow": ["allowed.test"], "passthrough": ["198.18.1.10"]})
+    assert rep["ok"] is False and "passthrough[0]" in rep["error"], rep
+
+
 # ---- limits ----
 
 def test_slow_head_times_out(env):
