@@ -39,6 +39,9 @@ struct egress_audit {
 
 struct pull_job {
     struct manager *m;
+    /* The state, also reachable from here: a pull still running at shutdown keeps it
+     * (egress_audit_free() leaves it to the job, which the loop never finishes then). */
+    struct egress_audit *a;
     char *node_socket;
     uint64_t after;
     int r, status;
@@ -210,7 +213,7 @@ static void pull_done(void *p)
 {
     struct pull_job *j = p;
     struct manager *m = j->m;
-    struct egress_audit *a = m->egress_audit;
+    struct egress_audit *a = j->a;
     const char *epoch = json_string_value(json_object_get(j->res, "epoch"));
     json_t *records = json_object_get(j->res, "records"), *next = json_object_get(j->res, "next");
     uint64_t last = 0;
@@ -269,6 +272,7 @@ static void start_pull(struct manager *m)
         return;
     }
     j->m = m;
+    j->a = a;
     j->after = a->after;
     if (event_util_run_job(m->base, &m->jobs, pull_work, pull_done, j) < 0) {
         free(j->node_socket);

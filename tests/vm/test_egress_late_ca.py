@@ -171,9 +171,12 @@ def test_late_gateway_gets_its_ca_to_running_sandboxes():
 
         # A gateway with a CA the agent refuses: logged with the agent's own message, and the
         # guest keeps the CA it had (the agent checks the whole bundle before it applies it).
-        gw.stop()
-        gw = Gateway(gw_path, NOT_A_CERT)
-        gw.wait_hello()
+        # A new session on the same listener (closing the listener itself races the node's
+        # immediate reconnect into its backlog): the next hello carries the refused CA.
+        hellos = gw.hellos
+        gw.ca = NOT_A_CERT
+        gw.conn.shutdown(socket.SHUT_RDWR)
+        gw.wait_hello(hellos + 1)
         wait_log(n, "agent answered 400: caBundle: a block is not a DER certificate")
         assert guest_ca(n, sid).strip() == ca.strip()
 
