@@ -283,12 +283,12 @@ def test_without_gateway_sandboxes_still_work(mode):
     try:
         n.start()
         sb = n.create()
-        t0 = time.monotonic()
         res = n.exec(sb["id"], "curl", "-sS", "-m", "10", "http://198.18.1.10/",
-                     timeout_ms=30000)
-        # 7 = could not connect: the redirect found no listener and the guest got a reset.
+                     timeout_ms=60000)
+        # 7 = could not connect: the redirect found no listener and the guest got a reset
+        # (left hanging, curl would have given up at -m 10 with 28; no wall-clock check,
+        # which a loaded machine's exec round trip would make flaky).
         assert res["exit_code"] == 7, res
-        assert time.monotonic() - t0 < 8, "refused at once, not timed out"
         time.sleep(2.5)  # a few retries
         assert n.log().count("cannot connect") == (1 if mode == "missing" else 0), n.log()
         status, body = n.call("GET", "/v1/egress-audit")
