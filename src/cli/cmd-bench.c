@@ -19,6 +19,7 @@
 #include "basic/time-util.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "shared/http-client.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -162,6 +163,6 @@ int cmd_bench(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "create") == 0) {
         return bench_create(argc - 1, argv + 1);
     }
-    fprintf(stderr, "usage: space bench create [-n N]\n");
-    return 2;
+    return cli_usage(argc >= 2 && cli_help_arg(argv[1], true),
+                     "usage: space bench create [-n N]\n");
 }

@@ -16,6 +16,7 @@
 #include "basic/parse-util.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "shared/sandbox-id.h"
 
 static bool has_flag(int argc, char **argv, const char *flag)
@@ -50,6 +51,7 @@ static int sandbox_create(int argc, char **argv)
         { "internet", no_argument, NULL, CLI_OPT_INTERNET },
         { "allow", required_argument, NULL, CLI_OPT_ALLOW },
         { "deny", required_argument, NULL, CLI_OPT_DENY },
+        { "help", no_argument, NULL, 'h' },
         {},
     };
     json_t *body = json_object(), *res = NULL, *network = NULL;
@@ -62,7 +64,7 @@ static int sandbox_create(int argc, char **argv)
     json_object_set_new(body, "env", env);
     json_object_set_new(body, "metadata", metadata);
     optind = 1;
-    while ((c = getopt_long(argc, argv, "t:", opts, NULL)) >= 0) {
+    while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) >= 0) {
         switch (c) {
         case 'e':
         case 'M': {
@@ -107,7 +109,10 @@ static int sandbox_create(int argc, char **argv)
             }
             break;
         default:
-            r = 2;
+            r = cli_usage(c == 'h', "usage: space sandbox create [--template NAME] [--vcpus N] "
+                                    "[--memory MB] [--timeout SEC] [--env K=V]...\n"
+                                    "                [--metadata K=V]... [--internet] "
+                                    "[--allow ENTRY]... [--deny ENTRY]... [--json]\n");
             goto out;
         }
     }
@@ -137,6 +142,9 @@ static int sandbox_ls(int argc, char **argv)
     json_t *res = NULL, *s;
     size_t i;
 
+    if (argc >= 2 && cli_help_arg(argv[1], false)) {
+        return cli_usage(true, "usage: space sandbox ls [--json]\n");
+    }
     if (client_call_ok("GET", "/v1/sandboxes", NULL, &res) < 0) {
         return 1;
     }
@@ -171,9 +179,8 @@ static int sandbox_get(int argc, char **argv)
     char path[128];
     json_t *res = NULL;
 
-    if (argc < 2) {
-        fprintf(stderr, "usage: space sandbox get ID\n");
-        return 2;
+    if (argc < 2 || cli_help_arg(argv[1], false)) {
+        return cli_usage(argc >= 2, "usage: space sandbox get ID\n");
     }
     if (sandbox_path(argv[1], "", path, sizeof(path)) < 0) {
         return 2;
@@ -191,9 +198,8 @@ static int sandbox_kill(int argc, char **argv)
     char path[128];
     int r = 0;
 
-    if (argc < 2) {
-        fprintf(stderr, "usage: space sandbox kill ID...\n");
-        return 2;
+    if (argc < 2 || cli_help_arg(argv[1], false)) {
+        return cli_usage(argc >= 2, "usage: space sandbox kill ID...\n");
     }
     for (int i = 1; i < argc; i++) {
         if (sandbox_path(argv[i], "?wait=true", path, sizeof(path)) < 0) {
@@ -225,12 +231,12 @@ static int write_b64(int fd, const char *b64)
 static int sandbox_exec(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "user", required_argument, NULL, 'u' },
-        { "cwd", required_argument, NULL, 'w' },
-        { "env", required_argument, NULL, 'e' },
-        { "timeout", required_argument, NULL, 't' },
-        {},
+        { "user", required_argument, NULL, 'u' }, { "cwd", required_argument, NULL, 'w' },
+        { "env", required_argument, NULL, 'e' },  { "timeout", required_argument, NULL, 't' },
+        { "help", no_argument, NULL, 'h' },       {},
     };
+    static const char usage[] = "usage: space sandbox exec [--user U] [--cwd DIR] [--env K=V]... "
+                                "[--timeout SEC] ID -- CMD [ARGS...]\n";
     json_t *body = json_object(), *env = json_object(), *args = json_array(), *res = NULL;
     char path[128];
     uint32_t v;
@@ -240,7 +246,7 @@ static int sandbox_exec(int argc, char **argv)
     json_object_set_new(body, "args", args);
     optind = 1;
     /* '+': stop at the first non-option so the command's own flags are left alone. */
-    while ((c = getopt_long(argc, argv, "+u:w:e:", opts, NULL)) >= 0) {
+    while ((c = getopt_long(argc, argv, "+u:w:e:h", opts, NULL)) >= 0) {
         switch (c) {
         case 'u':
             json_object_set_new(body, "user", json_string(optarg));
@@ -268,14 +274,12 @@ static int sandbox_exec(int argc, char **argv)
             json_object_set_new(body, "timeout_ms", json_integer((json_int_t)v * 1000));
             break;
         default:
-            r = 2;
+            r = cli_usage(c == 'h', usage);
             goto out;
         }
     }
     if (argc - optind < 3 || strcmp(argv[optind + 1], "--") != 0) {
-        fprintf(stderr, "usage: space sandbox exec [--user U] [--cwd DIR] [--env K=V]... "
-                        "[--timeout SEC] ID -- CMD [ARGS...]\n");
-        r = 2;
+        r = cli_usage(false, usage);
         goto out;
     }
     if (sandbox_path(argv[optind], "/exec", path, sizeof(path)) < 0) {
@@ -325,6 +329,6 @@ int cmd_sandbox(int argc, char **argv)
             }
         }
     }
-    fprintf(stderr, "usage: space sandbox create|ls|get|exec|cp|kill|egress|network ...\n");
-    return 2;
+    return cli_usage(argc >= 2 && cli_help_arg(argv[1], true),
+                     "usage: space sandbox create|ls|get|exec|cp|kill|egress|network ...\n");
 }

@@ -41,6 +41,7 @@
 #include "basic/time-util.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "shared/http-client.h"
 #include "shared/spawn.h"
 
@@ -383,6 +384,7 @@ int cmd_up(int argc, char **argv)
         { "egress-ceiling", required_argument, NULL, 'E' },
         { "upstream-dns", required_argument, NULL, 'U' },
         { "upstream-ca", required_argument, NULL, 'C' },
+        { "help", no_argument, NULL, 'h' },
         {},
     };
     struct egress_opts egress = { 0 };
@@ -398,7 +400,7 @@ int cmd_up(int argc, char **argv)
     int c;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d", opts, NULL)) >= 0) {
+    while ((c = getopt_long(argc, argv, "dh", opts, NULL)) >= 0) {
         switch (c) {
         case 'd':
             detach = true;
@@ -437,13 +439,13 @@ int cmd_up(int argc, char **argv)
             egress.upstream_ca = optarg;
             break;
         default:
-            fprintf(stderr, "usage: space up [--detach] [--store URL] [--listen IP:PORT] "
-                            "[--ingress IP:PORT] [--ingress-tls IP:PORT|off]\n"
-                            "                [--ingress-cert FILE --ingress-key FILE] "
-                            "[--domain NAME] [--accel auto|kvm|tcg]\n"
-                            "                [--egress-ceiling deny|allowlist|internet] "
-                            "[--upstream-dns IP[:PORT]] [--upstream-ca FILE]\n");
-            return 2;
+            return cli_usage(c == 'h',
+                             "usage: space up [--detach] [--store URL] [--listen IP:PORT] "
+                             "[--ingress IP:PORT] [--ingress-tls IP:PORT|off]\n"
+                             "                [--ingress-cert FILE --ingress-key FILE] "
+                             "[--domain NAME] [--accel auto|kvm|tcg]\n"
+                             "                [--egress-ceiling deny|allowlist|internet] "
+                             "[--upstream-dns IP[:PORT]] [--upstream-ca FILE]\n");
         }
     }
     if (egress.ceiling && strcmp(egress.ceiling, "deny") != 0 &&
@@ -606,16 +608,16 @@ int cmd_down(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "kill-sandboxes", no_argument, NULL, 'k' },
+        { "help", no_argument, NULL, 'h' },
         {},
     };
     bool kill_sandboxes = false;
     int c, k = 0;
 
     optind = 1;
-    while (argv && (c = getopt_long(argc, argv, "", opts, NULL)) >= 0) {
+    while (argv && (c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
         if (c != 'k') {
-            fprintf(stderr, "usage: space down [--kill-sandboxes]\n");
-            return 2;
+            return cli_usage(c == 'h', "usage: space down [--kill-sandboxes]\n");
         }
         kill_sandboxes = true;
     }
