@@ -61,6 +61,7 @@
 #include "gw/sandbox.h"
 #include "gw/tls-hello.h"
 #include "gw/tls-term.h"
+#include "shared/event-util.h"
 #include "shared/http1.h"
 #include "shared/json-util.h"
 #include "shared/listener.h"
@@ -245,19 +246,27 @@ static void reap_cb(evutil_socket_t fd, short what, void *userdata)
 }
 
 /* libevent moves at most 16 KiB per read or write by default: a download then costs a wakeup
- * per 16 KiB. A pipe's worth per call, as the shared relay moves. */
+ * per 16 KiB. Up to the high water mark per call (the plain socket reads are topped up past
+ * libevent's own 4 KiB by fill(), below). */
 static void bev_tune(struct bufferevent *bev)
 {
-    (void)bufferevent_set_max_single_read(bev, RELAY_BUFFER);
-    (void)bufferevent_set_max_single_write(bev, RELAY_BUFFER);
+    (void)bufferevent_set_max_single_read(bev, GW_HIGH_WATER);
+    (void)bufferevent_set_max_single_write(bev, GW_HIGH_WATER);
 }
 
-static void bev_stop(struct bufferevent *bev)
+/*
+ * From a plain socket bufferevent's read callback: more of what waits in
+ * the socket, up to `limit` bytes of input (event-util.h says why). An
+ * OpenSSL bufferevent reads whole records itself. Returns <0 on a socket
+ * error (the connection then ends: the bufferevent will not report it).
+ */
+static int fill(struct gw_conn *c, struct bufferevent *bev, size_t limit)
 {
-    if (bev) {
-        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
-        bufferevent_disable(bev, EV_READ | EV_WRITE);
+    if (c->tls) {
+        return 0;
     }
+    ssize_t n = event_util_bev_fill(bev, limit);
+    return n < 0 ? (int)n : 0;
 }
 
 /* Stops all I/O now; the memory goes in reap_cb(), outside c's callbacks (R15). */
@@ -279,9 +288,7 @@ static void conn_close(struct gw_conn *c, const char *why)
         event_del(c->dial_ev);
     }
     event_del(c->timer);
-    bev_stop(c->client);
-    bev_stop(c->upstream);
-    event_active(c->reaper, EV_TIMEOUT, 1);
+    event_util_close_later(c->client, c->upstream, c->reaper);
 }
 
 /* Closes with a reset: a denied raw connection learns nothing but "no". */
@@ -479,7 +486,7 @@ static void close_after_flush(struct gw_conn *c)
 {
     c->close_after_flush = true;
     if (c->upstream) {
-        bev_stop(c->upstream);
+        event_util_bev_stop(c->upstream);
     }
     c->up = UP_DISCARD;
     evbuffer_drain(bufferevent_get_input(c->client),
@@ -536,11 +543,21 @@ static void up_pump(struct gw_conn *c)
         evbuffer_drain(in, evbuffer_get_length(in));
         return;
     case UP_RAW:
+        if (fill(c, c->client, HTTP1_HEAD_MAX) < 0) {
+            conn_close(c, "client error");
+            return;
+        }
         out = bufferevent_get_output(c->upstream);
         c->ex_out += evbuffer_get_length(in);
         (void)evbuffer_add_buffer(out, in);
         break;
     case UP_BODY:
+        /* The client's input stays within its watermark: bytes past the body are the next
+         * request's head, read no further ahead than a head may be. */
+        if (fill(c, c->client, HTTP1_HEAD_MAX) < 0) {
+            conn_close(c, "client error");
+            return;
+        }
         out = bufferevent_get_output(c->upstream);
         while (!c->body.done && evbuffer_get_length(in) > 0) {
             struct evbuffer_iovec v;
@@ -764,6 +781,11 @@ static void down_pump(struct gw_conn *c)
             return;
         }
     }
+    if ((c->down == DOWN_RAW || c->down == DOWN_BODY) && evbuffer_get_length(out) < GW_HIGH_WATER &&
+        fill(c, c->upstream, GW_HIGH_WATER) < 0) {
+        conn_close(c, "upstream error");
+        return;
+    }
     if (c->down == DOWN_RAW) {
         c->ex_in += evbuffer_get_length(in);
         (void)evbuffer_add_buffer(out, in);
@@ -932,18 +954,13 @@ static void send_request(struct gw_conn *c)
  * that frames the body otherwise than we do (one that ignores
  * Content-Length) then cannot read the guest's body bytes as a request of
  * its own, unchecked, on a kept connection. Any other request asks to keep
- * the upstream connection alive for the next one. http1_rewrite_request() always says
- * "close", so that is the same rewrite with "keep-alive", through the
- * response variant, which does exactly that on any head.
+ * the upstream connection alive for the next one.
  */
 static int rewrite_request(const char *head, const struct http1_request *req, struct strbuf *out)
 {
-    struct http1_response as_head = { .head_len = req->head_len };
+    bool body = req->chunked || (req->has_content_length && req->content_length > 0);
 
-    if (req->upgrade || req->chunked || (req->has_content_length && req->content_length > 0)) {
-        return http1_rewrite_request(head, req, out);
-    }
-    return http1_rewrite_response(head, &as_head, "keep-alive", out);
+    return http1_rewrite_request_conn(head, req, body ? "close" : "keep-alive", out);
 }
 
 /* A complete request head is at the front of the client's input. */
