@@ -118,6 +118,9 @@ struct gw_conn {
     bool lingering;    /* our write side is shut; draining the guest's until EOF */
     bool up_reusable;  /* the upstream may take the next request (its response kept alive) */
     bool up_reused;    /* this request went on a kept upstream connection */
+    bool dialing;      /* an upstream dial is in progress (http_connected_cb() pending) */
+    bool dial_ahead;   /* ... started by predial(), and no request waits for it yet */
+    bool up_fresh;     /* the upstream was dialed ahead (predial()) and has carried nothing */
     bool resp_started; /* a byte of the response arrived */
     unsigned requests;
     /* the exchange being audited */
@@ -845,6 +848,7 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *userdat
          * a request without a body is sent again, once, on a fresh connection. */
         upstream_drop(c);
         c->up_reused = false;
+        c->dialing = true;
         if (dial_start(c, http_connected_cb) < 0) {
             c->ex_open = false;
             audit_conn(c, http_proto(c), false, "upstream-unreachable", false, 0, 0, 0);
@@ -886,11 +890,31 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *userdat
 
 static void send_request(struct gw_conn *c);
 
+/* A dialed-ahead upstream that closed or failed before any request: dropped quietly (the
+ * request, when it comes, dials again and meets the failure, audited, itself). */
+static void predial_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    struct gw_conn *c = userdata;
+
+    if (what & BEV_EVENT_CONNECTED) {
+        return; /* upstream TLS verified: ready for the first request */
+    }
+    c->up_fresh = false;
+    upstream_drop(c);
+}
+
 static void http_connected_cb(evutil_socket_t fd, short what, void *userdata)
 {
     struct gw_conn *c = userdata;
     int r = dial_result(c, what);
+    bool waiting = !c->dial_ahead; /* a checked request waits for this connection */
 
+    c->dialing = c->dial_ahead = false;
+    if (r < 0 && !waiting) {
+        close_safe(c->up_fd);
+        c->up_fd = -EBADF;
+        return;
+    }
     if (r < 0) {
         c->ex_open = false;
         audit_conn(c, http_proto(c), false, "upstream-unreachable", false, 0, 0, 0);
@@ -919,7 +943,35 @@ static void http_connected_cb(evutil_socket_t fd, short what, void *userdata)
         return;
     }
     c->up_fd = -EBADF;
+    if (!waiting) {
+        /* Dialed ahead: the handshake runs on while the guest's request is on its way. */
+        c->up_fresh = true;
+        bufferevent_setcb(c->upstream, idle_read_cb, NULL, predial_event_cb, c);
+        bev_tune(c->upstream);
+        bufferevent_enable(c->upstream, EV_READ | EV_WRITE);
+        return;
+    }
     send_request(c);
+}
+
+/*
+ * Terminated TLS: the upstream is dialed (TCP, then our verified TLS
+ * handshake) as soon as the SNI passed, while the guest's own handshake
+ * and first request are still on their way, so the first byte waits for
+ * the two handshakes side by side rather than one after the other. Safe
+ * before any request: the SNI is allowed and attributed to this very
+ * destination (the one the upstream TLS names and verifies), and no byte
+ * of the guest's goes upstream before its request's Host is checked
+ * against it. A failure here is quiet; the first request dials again.
+ */
+static void predial(struct gw_conn *c)
+{
+    if (dial_start(c, http_connected_cb) < 0) {
+        close_safe(c->up_fd);
+        c->up_fd = -EBADF;
+        return;
+    }
+    c->dialing = c->dial_ahead = true;
 }
 
 /* The checked, rewritten head goes out on c->upstream (new or kept); the body follows. */
@@ -1023,14 +1075,22 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
     c->up = UP_DIAL;
     bufferevent_disable(c->client, EV_READ);
     timer_in(c, 10 * USEC_PER_SEC); /* the idle check from here on */
-    if (c->body.kind != HTTP1_BODY_NONE) {
-        upstream_drop(c); /* a body goes on a fresh connection: no stale-reuse race for it */
+    if (c->body.kind != HTTP1_BODY_NONE && !c->up_fresh) {
+        /* A body goes on a connection that never carried a request (dialed ahead, or now):
+         * it is streamed, not kept, so it could not be sent again after a stale-reuse race. */
+        upstream_drop(c);
     }
-    c->up_reused = c->upstream != NULL;
+    c->up_reused = c->upstream != NULL && !c->up_fresh;
+    c->up_fresh = false;
     if (c->upstream) {
         send_request(c);
         return;
     }
+    if (c->dialing) {
+        c->dial_ahead = false; /* dialed ahead, still connecting: http_connected_cb() sends it */
+        return;
+    }
+    c->dialing = true;
     if (dial_start(c, http_connected_cb) < 0) {
         c->ex_open = false;
         audit_conn(c, http_proto(c), false, "upstream-unreachable", false, 0, 0, 0);
@@ -1209,6 +1269,9 @@ static void sniff_tls(struct gw_conn *c)
     }
     c->tls = true;
     start_http(c, ssl);
+    if (c->phase == PH_HTTP) {
+        predial(c);
+    }
 }
 
 static void sniff_cb(evutil_socket_t fd, short what, void *userdata)
