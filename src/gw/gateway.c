@@ -39,6 +39,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
@@ -81,10 +82,12 @@
 #define GW_HIGH_WATER (256u * 1024)
 #define GW_SNIFF_MAX 16 /* bytes enough to tell HTTP from the rest */
 #define GW_METHOD_MAX 15
+#define GW_SPLICE_MIN (64u * 1024)   /* a plain response body left this long is spliced */
+#define GW_SPLICE_PIPE (256u * 1024) /* asked for its pipe (the default 64 KiB if refused) */
 
 enum phase { PH_SNIFF, PH_DIAL_TCP, PH_TCP, PH_HTTP, PH_CLOSED };
 enum up_mode { UP_HEAD, UP_DIAL, UP_BODY, UP_NEXT, UP_DISCARD, UP_RAW };
-enum down_mode { DOWN_NONE, DOWN_HEAD, DOWN_BODY, DOWN_RAW };
+enum down_mode { DOWN_NONE, DOWN_HEAD, DOWN_BODY, DOWN_SPLICE, DOWN_RAW };
 
 struct gw_conn {
     struct gateway *g;
@@ -122,6 +125,12 @@ struct gw_conn {
     bool dial_ahead;   /* ... started by predial(), and no request waits for it yet */
     bool up_fresh;     /* the upstream was dialed ahead (predial()) and has carried nothing */
     bool resp_started; /* a byte of the response arrived */
+    /* DOWN_SPLICE: the rest of a plain Content-Length response body, upstream socket ->
+     * pipe -> guest socket (splice_body()); sp_rd/sp_wr set while it runs */
+    struct event *sp_rd, *sp_wr;
+    int sp_pipe[2];
+    size_t sp_in_pipe, sp_cap;
+    bool sp_rd_on, sp_wr_on;
     unsigned requests;
     /* the exchange being audited */
     char host[POLICY_NAME_MAX + 1];
@@ -233,6 +242,14 @@ static void conn_free(struct gw_conn *c)
     if (c->reaper) {
         event_free(c->reaper);
     }
+    if (c->sp_rd) {
+        event_free(c->sp_rd);
+    }
+    if (c->sp_wr) {
+        event_free(c->sp_wr);
+    }
+    close_safe(c->sp_pipe[0]);
+    close_safe(c->sp_pipe[1]);
     close_safe(c->fd);
     close_safe(c->up_fd);
     strbuf_release(&c->fwd);
@@ -291,6 +308,12 @@ static void conn_close(struct gw_conn *c, const char *why)
         event_del(c->dial_ev);
     }
     event_del(c->timer);
+    if (c->sp_rd) {
+        event_del(c->sp_rd);
+    }
+    if (c->sp_wr) {
+        event_del(c->sp_wr);
+    }
     event_util_close_later(c->client, c->upstream, c->reaper);
 }
 
@@ -450,6 +473,7 @@ static void start_passthrough(struct gw_conn *c, const char *reason)
 
 static void http_next(struct gw_conn *c);
 static void http_head(struct gw_conn *c);
+static void splice_start(struct gw_conn *c);
 
 static void write_to_client(struct gw_conn *c, const char *buf, size_t len)
 {
@@ -607,6 +631,12 @@ static void client_write_cb(struct bufferevent *bev, void *userdata)
         client_flush_close_cb(bev, c);
         return;
     }
+    if (c->down == DOWN_SPLICE) {
+        if (!c->sp_rd && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+            splice_start(c); /* what was buffered went first */
+        }
+        return;
+    }
     /* Below the high water mark again: the upstream may deliver more. */
     if (c->upstream && c->down != DOWN_NONE) {
         bufferevent_enable(c->upstream, EV_READ);
@@ -703,6 +733,148 @@ static void response_done(struct gw_conn *c)
 }
 
 static void upstream_read_cb(struct bufferevent *bev, void *userdata);
+
+/*
+ * The rest of a plain response body, when it is long and its length known
+ * (Content-Length, so where it ends is known without looking at it), goes
+ * upstream socket -> pipe -> guest socket with splice(2): no copy through
+ * our memory, a pipe's worth per call. Exactly resp_body.remaining bytes
+ * are taken from the upstream socket, never more, so whatever the upstream
+ * sends after the body stays there (and makes its connection unusable, as
+ * any early byte does); the request side waits meanwhile (UP_NEXT: the
+ * next request is read and checked only after this response), and every
+ * byte is counted for the audit as before. Bytes the bufferevents hold go
+ * first: the guest's output buffer is flushed before splicing starts.
+ * Over TLS there is nothing to splice (the bytes are re-encrypted).
+ */
+static void splice_cb(evutil_socket_t fd, short what, void *userdata);
+
+static void sp_set(struct event *ev, bool *on, bool want)
+{
+    if (want != *on) {
+        if (want) {
+            event_add(ev, NULL);
+        } else {
+            event_del(ev);
+        }
+        *on = want;
+    }
+}
+
+static void splice_end(struct gw_conn *c)
+{
+    sp_set(c->sp_rd, &c->sp_rd_on, false);
+    sp_set(c->sp_wr, &c->sp_wr_on, false);
+    event_free(c->sp_rd);
+    event_free(c->sp_wr);
+    c->sp_rd = c->sp_wr = NULL;
+    /* The pipe goes too: a kept-alive connection should not hold pipe pages while idle. */
+    c->sp_pipe[0] = close_safe(c->sp_pipe[0]);
+    c->sp_pipe[1] = close_safe(c->sp_pipe[1]);
+    c->resp_body.done = true;
+    c->down = DOWN_BODY;
+    bufferevent_setwatermark(c->client, EV_WRITE, GW_HIGH_WATER / 2, 0);
+    bufferevent_enable(c->client, EV_WRITE);
+    response_done(c);
+}
+
+/* Moves bytes until both ends would block (or a bound, so one download cannot starve the loop). */
+static void splice_pump(struct gw_conn *c)
+{
+    int up = bufferevent_getfd(c->upstream), down = bufferevent_getfd(c->client);
+    ssize_t n;
+
+    for (unsigned round = 0; round < 16; round++) {
+        bool progress = false;
+        if (c->sp_in_pipe > 0) {
+            n = splice(c->sp_pipe[0], NULL, down, NULL, c->sp_in_pipe,
+                       SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+            if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                conn_close(c, "client error");
+                return;
+            }
+            if (n > 0) {
+                c->sp_in_pipe -= (size_t)n;
+                c->ex_in += (uint64_t)n;
+                progress = true;
+            }
+        }
+        /* Only into an empty pipe (relay.c says why: a pipe fills by page slots). */
+        if (c->sp_in_pipe == 0 && c->resp_body.remaining > 0) {
+            n = splice(up, NULL, c->sp_pipe[1], NULL,
+                       (size_t)MIN(c->resp_body.remaining, (uint64_t)c->sp_cap), SPLICE_F_NONBLOCK);
+            if (n == 0) {
+                conn_close(c, "upstream closed mid-response");
+                return;
+            }
+            if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                conn_close(c, "upstream error");
+                return;
+            }
+            if (n > 0) {
+                c->sp_in_pipe += (size_t)n;
+                c->resp_body.remaining -= (uint64_t)n;
+                progress = true;
+            }
+        }
+        if (c->sp_in_pipe == 0 && c->resp_body.remaining == 0) {
+            splice_end(c);
+            return;
+        }
+        if (!progress) {
+            break;
+        }
+        touch(c);
+    }
+    sp_set(c->sp_rd, &c->sp_rd_on, c->sp_in_pipe == 0 && c->resp_body.remaining > 0);
+    sp_set(c->sp_wr, &c->sp_wr_on, c->sp_in_pipe > 0);
+}
+
+static void splice_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    splice_pump(userdata);
+}
+
+static void splice_start(struct gw_conn *c)
+{
+    struct event_base *base = c->g->sb->gw->base;
+    int cap;
+
+    if (pipe2(c->sp_pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+        c->sp_pipe[0] = c->sp_pipe[1] = -EBADF;
+        conn_close(c, "no pipe for the body");
+        return;
+    }
+    /* Bigger than the default 16 slots when the pipe limits allow (fcntl fails otherwise). */
+    (void)fcntl(c->sp_pipe[1], F_SETPIPE_SZ, (int)GW_SPLICE_PIPE);
+    cap = fcntl(c->sp_pipe[1], F_GETPIPE_SZ);
+    c->sp_cap = cap > 0 ? (size_t)cap : RELAY_BUFFER;
+    c->sp_in_pipe = 0;
+    c->sp_rd = event_new(base, bufferevent_getfd(c->upstream), EV_READ | EV_PERSIST, splice_cb, c);
+    c->sp_wr = event_new(base, bufferevent_getfd(c->client), EV_WRITE | EV_PERSIST, splice_cb, c);
+    c->sp_rd_on = c->sp_wr_on = false;
+    if (!c->sp_rd || !c->sp_wr) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    bufferevent_disable(c->client, EV_WRITE);
+    splice_pump(c);
+}
+
+/* DOWN_BODY -> DOWN_SPLICE: both bufferevents stand still while the body is spliced. */
+static void splice_body(struct gw_conn *c)
+{
+    c->down = DOWN_SPLICE;
+    bufferevent_disable(c->upstream, EV_READ);
+    bufferevent_disable(c->client, EV_READ);
+    if (evbuffer_get_length(bufferevent_get_output(c->client)) > 0) {
+        /* client_write_cb() starts it once the output is empty. */
+        bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+        bufferevent_enable(c->client, EV_WRITE);
+        return;
+    }
+    splice_start(c);
+}
 
 /* A final or interim response head is complete in the upstream input. */
 static int down_head(struct gw_conn *c)
@@ -808,6 +980,12 @@ static void down_pump(struct gw_conn *c)
         }
         if (c->resp_body.done || c->resp_body.kind == HTTP1_BODY_NONE) {
             response_done(c);
+            return;
+        }
+        if (!c->tls && c->resp_body.kind == HTTP1_BODY_LENGTH &&
+            c->resp_body.remaining >= GW_SPLICE_MIN && evbuffer_get_length(in) == 0 &&
+            (c->up == UP_NEXT || c->up == UP_DISCARD)) {
+            splice_body(c);
             return;
         }
     }
@@ -1412,6 +1590,7 @@ static void accept_cb(struct listener *l, int fd, const struct sockaddr *peer, s
     c->g = g;
     c->fd = fd;
     c->up_fd = -EBADF;
+    c->sp_pipe[0] = c->sp_pipe[1] = -EBADF;
     c->from_listener = true;
     c->start = c->last_active = now_monotonic();
     c->next = g->conns;
