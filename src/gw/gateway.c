@@ -82,6 +82,7 @@
 #define GW_HIGH_WATER (256u * 1024)
 #define GW_SNIFF_MAX 16 /* bytes enough to tell HTTP from the rest */
 #define GW_METHOD_MAX 15
+#define GW_LIBEVENT_READ 4096u /* the most libevent 2.1 reads into a socket bufferevent at once */
 #define GW_SPLICE_MIN (64u * 1024)   /* a plain response body left this long is spliced */
 #define GW_SPLICE_PIPE (256u * 1024) /* asked for its pipe (the default 64 KiB if refused) */
 
@@ -282,7 +283,9 @@ static void bev_tune(struct bufferevent *bev)
  */
 static int fill(struct gw_conn *c, struct bufferevent *bev, size_t limit)
 {
-    if (c->tls) {
+    /* Less than one of libevent's reads (EVBUFFER_MAX_READ) waiting: that read took all
+     * there was, and another would only say EAGAIN. */
+    if (c->tls || evbuffer_get_length(bufferevent_get_input(bev)) < GW_LIBEVENT_READ) {
         return 0;
     }
     ssize_t n = event_util_bev_fill(bev, limit);
