@@ -56,6 +56,7 @@
 #include "basic/time-util.h"
 #include "gw/audit.h"
 #include "gw/http-gate.h"
+#include "gw/inject.h"
 #include "gw/policy.h"
 #include "gw/resolved.h"
 #include "gw/sandbox.h"
@@ -122,6 +123,7 @@ struct gw_conn {
     /* the exchange being audited */
     char host[POLICY_NAME_MAX + 1];
     char method[GW_METHOD_MAX + 1];
+    char *secret; /* inject.h: the secrets this exchange carries (names), for its record */
     const char *reason;
     uint64_t ex_out, ex_in;
     usec_t ex_start;
@@ -159,6 +161,7 @@ static void audit_conn(struct gw_conn *c, const char *proto, bool allow, const c
         set_str(rec, "sni", c->sni);
         set_str(rec, "host", c->host);
         set_str(rec, "method", c->method);
+        set_str(rec, "secret", c->secret);
     }
     if (c->dst_str[0]) {
         json_object_set_new(rec, "dst", json_string(c->dst_str));
@@ -187,6 +190,8 @@ static void exchange_end(struct gw_conn *c)
     if (c->ex_open) {
         c->ex_open = false;
         audit_conn(c, http_proto(c), true, c->reason, true, c->ex_out, c->ex_in, c->ex_start);
+        free(c->secret);
+        c->secret = NULL;
     }
 }
 
@@ -232,6 +237,7 @@ static void conn_free(struct gw_conn *c)
     close_safe(c->fd);
     close_safe(c->up_fd);
     strbuf_release(&c->fwd);
+    free(c->secret);
     free(c);
 }
 
@@ -956,6 +962,8 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
 
     c->host[0] = '\0';
     c->method[0] = '\0';
+    free(c->secret); /* a record of this request never names the last one's secrets */
+    c->secret = NULL;
     if (len >= 8 && memcmp(head, "CONNECT ", 8) == 0) {
         /* Refused by name before the parser (which has no authority-form): a tunnel. */
         snprintf(c->method, sizeof(c->method), "CONNECT");
@@ -990,6 +998,14 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
     strbuf_release(&c->fwd);
     if (rewrite_request(head, &req, &c->fwd) < 0) {
         http_deny(c, 431, "Request Header Fields Too Large", "head-too-large");
+        return;
+    }
+    /* Credentials (inject.h): the one hook; it may replace fields of c->fwd, or deny. */
+    const char *why;
+    r = inject_request(sb, c->tls ? c->sni : NULL, res.host, &req, c->dst.sin_addr, &c->fwd,
+                       &c->secret, &why);
+    if (r > 0) {
+        http_deny(c, r, inject_phrase(r), why);
         return;
     }
     evbuffer_drain(bufferevent_get_input(c->client), req.head_len);

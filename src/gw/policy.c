@@ -1056,11 +1056,44 @@ static bool rule_host_allowed(const struct policy *p, const struct entry *h)
     return true;
 }
 
+/* Is b's suffix a (or below a), "x.test" vs "test"? */
+static bool suffix_within(const char *b, const char *a)
+{
+    size_t n = strlen(b), s = strlen(a);
+
+    return strcmp(a, b) == 0 || (n > s + 1 && b[n - s - 1] == '.' && strcmp(b + n - s, a) == 0);
+}
+
+/* Could one name match both entries (names and "*." wildcards)? */
+static bool entries_overlap(const struct entry *a, const struct entry *b)
+{
+    if (a->kind == ENTRY_NAME && b->kind == ENTRY_NAME) {
+        return strcmp(a->name, b->name) == 0;
+    }
+    if (a->kind == ENTRY_NAME) {
+        return name_matches(b, a->name);
+    }
+    if (b->kind == ENTRY_NAME) {
+        return name_matches(a, b->name);
+    }
+    return suffix_within(a->name, b->name) || suffix_within(b->name, a->name);
+}
+
 /* After every field: the rules' hosts against the lists, the references against the map. */
 static int check_inject(const struct policy *p, bool with_secrets, struct policy_error *err)
 {
     for (size_t i = 0; i < p->n_inject; i++) {
         const struct entry *h = &p->inject[i].host;
+
+        for (size_t k = 0; k < p->n_passthrough; k++) {
+            if (entries_overlap(h, &p->passthrough[k])) {
+                set_error(err,
+                          "inject[%zu].host: \"%s%s\" is also on the passthrough list, which "
+                          "is never terminated: nothing could be injected there",
+                          i, h->kind == ENTRY_WILDCARD ? "*." : "", h->name);
+                return -EINVAL;
+            }
+        }
 
         if (!rule_host_allowed(p, h)) {
             set_error(err, "inject[%zu].host: \"%s%s\" is not allowed by this policy (allow it)", i,

@@ -226,7 +226,8 @@ int policy_normalize_name(const char *name, char *out);
  *   {"host": "api.example.test",      exact or "*.suffix" (as entries, no ports
  *                                     or addresses); the policy must allow it
  *                                     (an allow entry covers it, or the
- *                                     internet default does)
+ *                                     internet default does), and no
+ *                                     passthrough entry may overlap it
  *    "method": "GET",                 optional: exact, uppercase token, <= 16
  *    "pathPrefix": "/v1/",            optional: starts with "/", <= 1024, no
  *                                     spaces, controls, "#"

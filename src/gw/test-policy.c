@@ -789,6 +789,23 @@ static void test_inject_errors(void **state)
     expect_native_error("{\"internet\": true, \"deny\": [\"x.test\"], \"inject\": [{\"host\": "
                         "\"x.test\", " HV "}]}",
                         "inject[0].host: \"x.test\" is not allowed by this policy (allow it)");
+    expect_native_error("{" ALLOW_API ", \"passthrough\": [\"*.example.test\"], \"inject\": "
+                        "[{\"host\": \"api.example.test\", " HV "}]}",
+                        "inject[0].host: \"api.example.test\" is also on the passthrough list, "
+                        "which is never terminated: nothing could be injected there");
+    expect_native_error("{" ALLOW_API ", \"passthrough\": [\"x.a.cdn.test\"], \"inject\": "
+                        "[{\"host\": \"*.cdn.test\", " HV "}]}",
+                        "inject[0].host: \"*.cdn.test\" is also on the passthrough list, "
+                        "which is never terminated: nothing could be injected there");
+    expect_native_error("{" ALLOW_API ", \"passthrough\": [\"*.test\"], \"inject\": "
+                        "[{\"host\": \"*.cdn.test\", " HV "}]}",
+                        "inject[0].host: \"*.cdn.test\" is also on the passthrough list, "
+                        "which is never terminated: nothing could be injected there");
+    struct policy *ok =
+        native("{" ALLOW_API ", \"passthrough\": [\"pin.example.test\", "
+               "\"*.other.test\"], \"inject\": [{\"host\": "
+               "\"api.example.test\", " HV "}, {\"host\": \"*.cdn.test\", " HV "}]}");
+    policy_free(ok);
     expect_native_error(RULE(HV ", \"method\": \"get\""),
                         "inject[0].method: must be an uppercase token (GET, POST, ...)");
     expect_native_error(RULE(HV ", \"method\": \"G T\""),
