@@ -1008,11 +1008,11 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
         http_deny(c, r, inject_phrase(r), why);
         return;
     }
+    c->head_request = http1_span_eq(req.method, "HEAD"); /* req's spans die with the drain */
     evbuffer_drain(bufferevent_get_input(c->client), req.head_len);
     c->requests++;
     c->keep_alive = req.keep_alive && !req.upgrade;
     c->upgrade = req.upgrade;
-    c->head_request = http1_span_eq(req.method, "HEAD");
     c->sent_response = false;
     http1_body_init_request(&c->body, &req);
     c->reason = res.reason;

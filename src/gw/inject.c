@@ -188,6 +188,34 @@ static int append_field(struct inject *in, const struct policy_inject *r, struct
     return k < 0 ? k : strbuf_appends(out, "\r\n");
 }
 
+/* The distinct secret names of one rule's value, comma-joined (NULL: none, or OOM). */
+static char *rule_names(const struct policy_inject *r)
+{
+    const struct policy_inject_part *parts;
+    size_t n = policy_inject_parts(r, &parts);
+    struct strbuf sb = STRBUF_INIT;
+
+    for (size_t i = 0; i < n; i++) {
+        char tagged[POLICY_SECRET_NAME_MAX + 3];
+
+        snprintf(tagged, sizeof(tagged), ",%s,", parts[i].text);
+        if (parts[i].secret && (sb.len == 0 || !strstr(sb.buf, tagged))) {
+            if (strbuf_appendf(&sb, "%s%s,", sb.len ? "" : ",", parts[i].text) < 0) {
+                strbuf_release(&sb);
+                return NULL;
+            }
+        }
+    }
+    if (sb.len < 2) {
+        strbuf_release(&sb);
+        return NULL;
+    }
+    sb.buf[sb.len - 1] = '\0';
+    char *s = strdup(sb.buf + 1);
+    strbuf_release(&sb);
+    return s;
+}
+
 /* Wipes a buffer that held secret values, then frees it. */
 static void strbuf_wipe(struct strbuf *sb)
 {
@@ -247,9 +275,10 @@ int inject_rewrite(struct inject *in, const struct inject_request *rq, struct st
         if (dup) {
             continue; /* the first rule for a header wins */
         }
-        if (policy_inject_rate(rule) &&
+        if (in && policy_inject_rate(rule) &&
             !bucket_take(&in->buckets[i], policy_inject_rate(rule), rq->now)) {
             *ret_reason = "inject-rate-limit";
+            *ret_names = rule_names(rule); /* the record says whose limit it was */
             r = -EDQUOT;
             goto out;
         }

@@ -314,6 +314,8 @@ static void test_rate(void **state)
     r = run(in, p, "api.example.test", "api.example.test", "198.18.1.10", "GET", "/", "", 0);
     assert_int_equal(r.r, -EDQUOT);
     assert_string_equal(r.reason, "inject-rate-limit");
+    assert_string_equal(r.names, "gh");
+    free(r.names);
     assert_null(strstr(r.head, TOKEN));
     /* A request the rule does not cover is not counted, nor limited. */
     r = run(in, p, "other.test", "other.test", "198.18.1.10", "GET", "/", "", 0);
