@@ -19,7 +19,7 @@ static int dump(json_t *doc, char **ret_text)
 int egress_from_native(const json_t *json, char **ret_text, struct policy_error *err)
 {
     struct policy *p = NULL;
-    int r = policy_parse_native(json_is_null(json) ? NULL : json, &p, err);
+    int r = policy_parse_native(json_is_null(json) ? NULL : json, false, &p, err);
 
     if (r < 0) {
         return r;

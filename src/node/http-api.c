@@ -297,7 +297,7 @@ static char *policy_text(struct evhttp_request *req, const json_t *network)
     char *text = NULL;
     int r;
 
-    r = policy_parse_native(network, &p, &perr);
+    r = policy_parse_native(network, true, &p, &perr);
     if (r == -EINVAL) {
         http_util_reply_error(req, 400, "invalid network policy: %s", perr.message);
         return NULL;

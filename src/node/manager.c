@@ -210,7 +210,7 @@ static void check_stored_policy(struct vm *vm)
         return;
     }
     j = json_loads(vm->rec.network, 0, &jerr);
-    if (!j || policy_parse_native(j, &p, &perr) < 0) {
+    if (!j || policy_parse_native(j, true, &p, &perr) < 0) {
         log_sandbox_warning(vm_sandbox_id(vm),
                             "instance %s: stored network policy is invalid (%s), it gets none "
                             "(deny everything)",
