@@ -101,6 +101,10 @@ void http_sandbox_network(struct request_ctx *c)
     }
     r = egress_from_native(body, &network, &perr);
     json_decref(body);
+    if (r >= 0) {
+        /* Every secret a rule names must exist (and a literal be this sandbox's). */
+        r = egress_check_secrets(c->m, c->id, network, NULL, &perr);
+    }
     if (r < 0) {
         http_util_reply_error(c->req, routes_status_from_errno(r), "invalid network policy: %s",
                               r == -ENOMEM ? strerror(ENOMEM) : perr.message);

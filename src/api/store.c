@@ -2063,11 +2063,13 @@ static const char sql_secret_rotate[] =
     "UPDATE secrets SET sealed = $3, metadata = COALESCE($4, metadata), version = version + 1, "
     "updated_at = $5 WHERE owner = $1 AND name = $2 RETURNING " SECRET_COLUMNS;
 static const char sql_secret_delete[] = "DELETE FROM secrets WHERE owner = $1 AND name = $2";
-/* Literals of sandboxes that are killed or whose row is gone (sandboxes.state "killed"). */
+/* Literals of sandboxes that are killed, or whose row is gone (or never came: a create that
+ * failed between writing its literals and its row) and which are older than $1. */
 static const char sql_secret_sweep[] =
-    "DELETE FROM secrets WHERE sandbox_id IS NOT NULL AND created_at < $1 AND NOT EXISTS "
+    "DELETE FROM secrets WHERE sandbox_id IS NOT NULL AND (EXISTS "
     "(SELECT 1 FROM sandboxes WHERE sandboxes.id = secrets.sandbox_id "
-    "AND sandboxes.state <> 'killed')";
+    "AND sandboxes.state = 'killed') OR (created_at < $1 AND NOT EXISTS "
+    "(SELECT 1 FROM sandboxes WHERE sandboxes.id = secrets.sandbox_id)))";
 
 void store_secret_release(struct store_secret *sec)
 {

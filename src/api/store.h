@@ -308,8 +308,9 @@ int store_secret_rotate(struct store *s, const char *owner, const char *name, co
                         const char *metadata_json, int64_t updated_at, struct store_secret *ret);
 int store_secret_delete(struct store *s, const char *owner, const char *name);
 /*
- * Deletes the sandbox-scoped secrets whose sandbox is killed or gone, created before
- * before_us (a create in flight writes its secrets before its sandbox row).
+ * Deletes the sandbox-scoped secrets whose sandbox is killed, and those whose sandbox row
+ * does not exist and which were created before before_us (a create in flight writes its
+ * secrets just before its sandbox row).
  */
 int store_secret_sweep(struct store *s, int64_t before_us, uint64_t *ret_deleted);
 void store_secret_release(struct store_secret *sec);
