@@ -374,3 +374,38 @@ def test_policy_rules(plat):
     log = plat.api_log_full().encode()
     for v in (value, new, literal):
         assert_nowhere(log, v)
+
+
+def test_cli(plat, tmp_path):
+    """space secret create|list|rotate|delete over the admin socket; no value is printed."""
+    from lib.platform import SPACE
+    name, value = uniq("cli"), "cli-" + uuid.uuid4().hex
+
+    def space(*args, input=None):
+        return subprocess.run([SPACE, "secret", *args], env=plat.env, input=input,
+                              capture_output=True, text=True, timeout=60)
+
+    r = space("create", name, "--metadata", "team=a", input=value + "\n")
+    assert r.returncode == 0 and "created" in r.stdout, r.stderr
+    (sealed,), = db_rows(plat, "SELECT sealed FROM secrets WHERE name = %s", name)
+    assert plat.keys.open(sealed, name) == value.encode()  # one trailing newline dropped
+    r = space("list")
+    assert r.returncode == 0 and name in r.stdout and '{"team":"a"}' in r.stdout, r.stderr
+    r = space("list", "--json")
+    assert any(s["name"] == name for s in json.loads(r.stdout))
+    f = tmp_path / "v"
+    f.write_text(value + "2")
+    r = space("rotate", name, "--from-file", str(f))
+    assert r.returncode == 0 and "version 2" in r.stdout, r.stderr
+    r = space("create", name, input="x")
+    assert r.returncode == 1 and "exists" in r.stderr, r.stderr
+    r = space("create", "bad/name", input="x")
+    assert r.returncode == 2 and "invalid secret name" in r.stderr
+    r = space("create", uniq("big"), input="x" * (MAX_VALUE + 1))
+    assert r.returncode == 1 and "413" in r.stderr, r.stderr
+    r = space("delete", name)
+    assert r.returncode == 0, r.stderr
+    r = space("delete", name)
+    assert r.returncode == 1 and "not found" in r.stderr
+    for out in (r.stdout, r.stderr):
+        assert value not in out
