@@ -140,6 +140,10 @@ static json_t *record_to_json(const struct store_egress_record *e)
         j = json_object();
     }
     json_object_set_new(j, "id", json_integer(e->id));
+    /* The secret names an injection used (the store's column, as the record had them). */
+    if (e->secret && !json_object_get(j, "secret")) {
+        json_object_set_new(j, "secret", json_string(e->secret));
+    }
     return j;
 }
 

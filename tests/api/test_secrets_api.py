@@ -364,6 +364,22 @@ def test_policy_rules(plat):
               400, "X")
         error(e2b(plat, "PUT", f"/sandboxes/{sid}/network",
                   json={"rules": {"api.example.test": [{"other": {}}]}}), 400, "transform")
+
+        # The audit's secret field (as the puller stores it): the API and the CLI show it.
+        rec = {"sandbox": sid, "time": int(time.time() * 1e6), "proto": "http",
+               "verdict": "allow", "reason": "allow-name", "host": "api.example.test",
+               "method": "GET", "secret": f"{name},{lit_name}"}
+        with sqlite3.connect(os.path.join(plat.data, "space.db"), timeout=30) as db:
+            db.execute("INSERT INTO egress_audit (id, node_id, epoch, seq, sandbox_id, time_us, "
+                       "proto, verdict, record, secret) SELECT COALESCE(MAX(id), 0) + 1, "
+                       "'local', ?, 1, ?, ?, 'http', 'allow', ?, ? FROM egress_audit",
+                       (uuid.uuid4().hex, sid, rec["time"], json.dumps(rec), rec["secret"]))
+        r = e2b(plat, "GET", f"/v1/sandboxes/{sid}/egress")
+        assert [x.get("secret") for x in r.json()["records"]][-1] == rec["secret"], r.text
+        from lib.platform import SPACE
+        out = subprocess.run([SPACE, "sandbox", "egress", sid], env=plat.env, text=True,
+                             capture_output=True, timeout=60)
+        assert f"secret={rec['secret']}" in out.stdout, (out.stdout, out.stderr)
     finally:
         assert e2b(plat, "DELETE", f"/v1/sandboxes/{sid}?wait=true").status_code in (200, 202, 204)
     # The sandbox's literals go with it (the controller's sweep, every few seconds).
