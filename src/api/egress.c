@@ -150,13 +150,12 @@ static int map_rules(const json_t *rules, const char *sandbox_id, json_t *litera
         }
         json_array_foreach (list, i, rule) {
             json_t *transform = json_object_get(rule, "transform"), *headers;
-            json_t *echo_headers = json_object();
+            json_t *echo_rule = json_object(), *echo_headers = NULL;
 
-            if (!echo_headers) {
+            /* The echo has the rule's shape: {} for a rule without a transform. */
+            if (!echo_rule || json_array_append_new(echo_list, echo_rule) < 0) {
                 return -ENOMEM;
             }
-            json_array_append_new(echo_list,
-                                  json_pack("{s:{s:o}}", "transform", "headers", echo_headers));
             if (!json_is_object(rule) || (json_object_size(rule) > 0 && !transform) ||
                 json_object_size(rule) > 1) {
                 return e2b_error(err, -EINVAL, "a rule takes only 'transform'", host, i, NULL);
@@ -169,6 +168,12 @@ static int map_rules(const json_t *rules, const char *sandbox_id, json_t *litera
                 !json_is_object(headers)) {
                 return e2b_error(err, -EINVAL, "a transform takes only 'headers', an object", host,
                                  i, NULL);
+            }
+            echo_headers = json_object();
+            if (!echo_headers ||
+                json_object_set_new(echo_rule, "transform",
+                                    json_pack("{s:o}", "headers", echo_headers)) < 0) {
+                return -ENOMEM;
             }
             json_object_foreach (headers, header, v) {
                 json_t *value = NULL, *shown = NULL;
