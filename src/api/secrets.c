@@ -15,6 +15,7 @@
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "basic/random-util.h"
+#include "shared/gw-proto.h"
 #include "shared/http-util.h"
 #include "shared/sandbox-id.h"
 #include "shared/sealed-secret.h"
@@ -26,6 +27,8 @@
 #define SWEEP_EVERY_USEC (5 * USEC_PER_SEC)
 #define SWEEP_GRACE_USEC (60 * USEC_PER_SEC)
 #define FIELDS_CREATE "name value metadata"
+/* What the node takes as a policy (src/node/http-api.c HTTP_MAX_POLICY): one attach message. */
+#define SECRETS_WIRE_MAX (GW_PROTO_MSG_MAX - 1024)
 #define FIELDS_ROTATE "value metadata"
 
 static const char placeholder_native[] = "{{secret:";
@@ -611,7 +614,15 @@ struct check_ctx {
     size_t rule;
     char *msg;
     size_t msg_size;
+    json_t *seen;      /* names counted in wire_bytes */
+    size_t wire_bytes; /* what "secrets" adds to the policy on the wire */
 };
+
+/* The length of sealed_secret_seal()'s output for n bytes: "s1." + base64(60 + n). */
+static size_t sealed_len(size_t n)
+{
+    return 3 + (60 + n + 2) / 3 * 4;
+}
 
 static int check_ref(const char *name, void *userdata)
 {
@@ -619,7 +630,15 @@ static int check_ref(const char *name, void *userdata)
     struct store_secret sec = { 0 };
     int r;
 
+    if (json_object_get(k->seen, name)) {
+        return 0;
+    }
+    if (json_object_set_new(k->seen, name, json_true()) < 0) {
+        return -ENOMEM;
+    }
+    k->wire_bytes += strlen(name) + 6; /* "name":"...", */
     if (k->pending && json_object_get(k->pending, name)) {
+        k->wire_bytes += sealed_len(json_string_length(json_object_get(k->pending, name)));
         return 0;
     }
     if (name[0] == '_' && !literal_of(name, k->sandbox_id)) {
@@ -638,6 +657,7 @@ static int check_ref(const char *name, void *userdata)
         snprintf(k->msg, k->msg_size, "cannot read secret '%s': %s", name, strerror(-r));
         return -EIO;
     }
+    k->wire_bytes += strlen(sec.sealed);
     store_secret_release(&sec);
     return 0;
 }
@@ -645,19 +665,36 @@ static int check_ref(const char *name, void *userdata)
 int secrets_check_policy(struct manager *m, const char *sandbox_id, const json_t *native,
                          const json_t *pending, char *msg, size_t msg_size)
 {
-    struct check_ctx k = {
-        .m = m, .sandbox_id = sandbox_id, .pending = pending, .msg = msg, .msg_size = msg_size
-    };
+    struct check_ctx k = { .m = m,
+                           .sandbox_id = sandbox_id,
+                           .pending = pending,
+                           .msg = msg,
+                           .msg_size = msg_size,
+                           .seen = json_object() };
+    char *text = json_dumps(native, JSON_COMPACT);
+    size_t policy_bytes = text ? strlen(text) : 0;
     json_t *rule;
-    int r;
+    size_t i;
+    int r = k.seen && text ? 0 : -ENOMEM;
 
-    json_array_foreach (json_object_get(native, "inject"), k.rule, rule) {
-        r = secrets_for_each_ref(json_string_value(json_object_get(rule, "value")), check_ref, &k);
+    free(text);
+    json_array_foreach (json_object_get(native, "inject"), i, rule) {
         if (r < 0) {
-            return r;
+            break;
         }
+        k.rule = i;
+        r = secrets_for_each_ref(json_string_value(json_object_get(rule, "value")), check_ref, &k);
     }
-    return 0;
+    /* The policy and its sealed values travel to space-gw in one message (gw-proto.h). */
+    if (r >= 0 && policy_bytes + k.wire_bytes + 16 > SECRETS_WIRE_MAX) {
+        snprintf(msg, msg_size,
+                 "the policy and the secrets its rules name are %zu bytes sealed, more than the "
+                 "%d a policy may carry: use fewer or smaller secrets",
+                 policy_bytes + k.wire_bytes, (int)SECRETS_WIRE_MAX);
+        r = -EINVAL;
+    }
+    json_decref(k.seen);
+    return r;
 }
 
 struct wire_ctx {

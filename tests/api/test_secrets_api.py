@@ -309,6 +309,17 @@ def test_policy_rules(plat):
               json={"template": "base", "network": dict(pol, inject=[dict(rule, header="Bad Name")])}),
           400, "inject")
 
+    # Sealed values travel with the policy in one message to space-gw: too many big ones, 400.
+    big = [uniq("big") for _ in range(4)]
+    for b in big:
+        assert e2b(plat, "POST", "/v1/secrets",
+                   json={"name": b, "value": "b" * MAX_VALUE}).status_code == 201
+    heavy = dict(pol, inject=[dict(rule, value=f"{{{{secret:{b}}}}}") for b in big])
+    error(e2b(plat, "POST", "/v1/sandboxes", json={"template": "base", "network": heavy}), 400,
+          "bytes sealed")
+    for b in big:
+        assert e2b(plat, "DELETE", f"/v1/secrets/{b}").status_code == 204
+
     r = e2b(plat, "POST", "/v1/sandboxes?wait=true", json={"template": "base", "network": pol})
     assert r.status_code == 201, r.text
     sid = r.json()["id"]
