@@ -3,7 +3,8 @@
 // network.rules header transforms at Sandbox.create and in updateNetwork: a placeholder
 // (Secret.fill) names the secret, a literal becomes a secret of the sandbox; getInfo echoes
 // the rules with placeholders only, never a value. The values never reach the guest: its
-// environment and its files are searched for them.
+// environment and the files it writes (/etc /home /root /tmp /run /var) are searched for
+// them (the whole disk and RAM: tests/egress/test_credentials.py).
 // Prints "ok <name>" per check; the first failure throws and exits non-zero.
 import assert from 'node:assert/strict'
 import { Sandbox, Secret, SecretNotFoundError } from 'e2b'
@@ -74,7 +75,7 @@ try {
   const env = await sbx.commands.run('env')
   for (const v of [value, `${value}2`, literal]) assert.ok(!env.stdout.includes(v))
   const grep = await sbx.commands.run(
-    `grep -rlF -e '${literal}' -e '${value}' / --exclude-dir=proc --exclude-dir=sys 2>/dev/null; true`,
+    `grep -rlF -e '${literal}' -e '${value}' /etc /home /root /tmp /run /var 2>/dev/null; true`,
     { timeoutMs: 120000 })
   assert.equal(grep.stdout.trim(), '')
   ok('the values are not in the guest')
