@@ -18,6 +18,7 @@
 #include "api/operation.h"
 #include "api/route-cache.h"
 #include "api/sandbox.h"
+#include "api/secrets.h"
 #include "basic/fault.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
@@ -507,6 +508,26 @@ static void op_done(void *p)
 }
 
 /*
+ * The policy the worker hands the node: the stored one plus the sealed secrets its inject
+ * rules name, read now (secrets.h), in place of sb's network_json (what egress_native()
+ * reads on the worker). A secret rotated or deleted after this re-sends the policy.
+ */
+static int wire_policy(struct manager *m, struct store_sandbox *sb)
+{
+    json_t *wire = secrets_wire_policy(m, sb),
+           *doc = wire ? json_pack("{s:o}", "native", wire) : NULL;
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+
+    json_decref(doc);
+    if (!text) {
+        return -ENOMEM;
+    }
+    free(sb->network_json);
+    sb->network_json = text;
+    return 0;
+}
+
+/*
  * Starts a worker for op, claimed by this process, dispatching by its kind;
  * takes op's strings on success. -ENOENT: its sandbox is gone; -EOPNOTSUPP:
  * a kind the table has but nothing implements yet (or one it does not know).
@@ -559,6 +580,12 @@ static int op_start(struct manager *m, struct store_operation *op)
             if (r < 0) {
                 goto fail;
             }
+        }
+    }
+    if (kind == OPERATION_KIND_CREATE || kind == OPERATION_KIND_NETWORK) {
+        r = wire_policy(m, &j->sb);
+        if (r < 0) {
+            goto fail;
         }
     }
     if (kind == OPERATION_KIND_CREATE) {
@@ -888,8 +915,19 @@ static void sync_network(struct manager *m, const struct store_sandbox *sb, json
     if (!json_is_object(on_node)) {
         return;
     }
-    want = egress_native(sb->network_json);
-    if (want && !json_equal(want, on_node)) {
+    /* What the node was sent (rules of deleted secrets left out), sealed values aside: they
+     * differ on every send (sealed-secret.h) and the node need not show them. */
+    want = secrets_wire_policy(m, sb);
+    json_t *shown = json_copy(on_node);
+    if (want) {
+        json_object_del(want, "secrets");
+    }
+    if (shown) {
+        json_object_del(shown, "secrets");
+    }
+    bool differs = want && shown && !json_equal(want, shown);
+    json_decref(shown);
+    if (differs) {
         log_sandbox_warning(sb->id, "the node enforces another egress policy, sending it again");
         if (store_begin(m->store) >= 0) {
             if (controller_add_operation(m, OPERATION_KIND_NETWORK, sb->id, op) < 0) {
@@ -996,6 +1034,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
     enforce_timeouts(m);
     controller_kick(m);
     egress_audit_tick(m);
+    secrets_tick(m);
     if (now_monotonic() - m->last_node_sync >= NODE_SYNC_USEC) {
         struct sync_job *j = calloc(1, sizeof(*j));
         m->last_node_sync = now_monotonic();

@@ -13,6 +13,7 @@
 
 #include "api/controller.h"
 #include "api/egress.h"
+#include "api/secrets.h"
 #include "api/lifecycle.h"
 #include "api/routes.h"
 #include "api/sandbox.h"
@@ -213,8 +214,26 @@ static void reply_policy_error(struct evhttp_request *req, int r, const struct p
     } else if (r == -EINVAL) {
         http_util_reply_error(req, 400, "invalid network policy: %s", e->message);
     } else {
-        http_util_reply_error(req, 500, "cannot parse the network policy: %s", strerror(-r));
+        http_util_reply_error(req, 500, "cannot parse the network policy: %s",
+                              e->message[0] ? e->message : strerror(-r));
     }
+}
+
+/* Seals and stores the literal header values of network.rules as secrets of sandbox id. */
+static int create_literals(struct manager *m, const char *id, json_t *literals)
+{
+    const char *name;
+    json_t *v;
+    int r;
+
+    json_object_foreach (literals, name, v) {
+        r = secrets_create_literal(m, id, name, json_string_value(v));
+        if (r < 0) {
+            secrets_drop_literals(m, literals);
+            return r;
+        }
+    }
+    return 0;
 }
 
 void e2b_sandbox_create(struct request_ctx *c)
@@ -222,13 +241,14 @@ void e2b_sandbox_create(struct request_ctx *c)
     char id[SANDBOX_ID_LEN + 1], op[33];
     struct policy_error perr = { { 0 } };
     char *network = NULL;
-    json_t *body, *t;
+    json_t *body, *t, *literals = json_object();
     const char *bad;
     int64_t timeout = c->m->default_timeout_s;
     int r;
 
     body = http_util_body_json(c->req);
-    if (!body) {
+    if (!body || !literals) {
+        json_decref(literals);
         return;
     }
     if (!check_create_fields(c->req, body)) {
@@ -236,8 +256,22 @@ void e2b_sandbox_create(struct request_ctx *c)
     }
     /* allow_internet_access absent = true, as in the SDKs; the ingress keys of network are
      * check_create_fields()' and are skipped here. */
-    r = egress_from_e2b(json_object_get(body, "network"),
-                        json_object_get(body, "allow_internet_access"), false, &network, &perr);
+    /* The id first: the literal header values of network.rules become secrets named
+     * after the sandbox (secrets.h). */
+    r = sandbox_id_new(id);
+    if (r >= 0) {
+        r = egress_from_e2b(json_object_get(body, "network"),
+                            json_object_get(body, "allow_internet_access"), false, id, literals,
+                            &network, &perr);
+    }
+    if (r < 0) {
+        reply_policy_error(c->req, r, &perr);
+        goto out;
+    }
+    if (json_object_size(literals) > 0 && !secrets_available(c, true)) {
+        goto out;
+    }
+    r = egress_check_secrets(c->m, NULL, network, literals, &perr);
     if (r < 0) {
         reply_policy_error(c->req, r, &perr);
         goto out;
@@ -262,7 +296,16 @@ void e2b_sandbox_create(struct request_ctx *c)
         http_util_reply_error(c->req, 400, "'%s' must be an object of strings", bad);
         goto out;
     }
+    /* Last, so that nothing else can still refuse the create after the literals exist. */
+    r = create_literals(c->m, id, literals);
+    secrets_wipe_values(literals);
+    if (r < 0) {
+        http_util_reply_error(c->req, 500, "cannot store the network rules' values: %s",
+                              strerror(-r));
+        goto out;
+    }
     struct lifecycle_create_params p = {
+        .id = id,
         .template_id = template_id,
         .vcpus = E2B_DEFAULT_VCPUS,
         .memory_mb = E2B_DEFAULT_MEMORY_MB,
@@ -274,6 +317,9 @@ void e2b_sandbox_create(struct request_ctx *c)
         .network_json = network,
     };
     r = lifecycle_create(c->m, &p, id, op);
+    if (r < 0) {
+        secrets_drop_literals(c->m, literals);
+    }
     if (r == -EAGAIN) {
         evhttp_add_header(evhttp_request_get_output_headers(c->req), "Retry-After", "5");
         http_util_reply_error(c->req, 429, "too many sandboxes for this deployment's capacity (%u)",
@@ -287,6 +333,11 @@ void e2b_sandbox_create(struct request_ctx *c)
     }
     controller_wait(c->m, op, c->req, CREATE_WAIT, create_finished, NULL);
 out:
+    if (json_object_size(literals) > 0) {
+        secrets_wipe_values(literals);
+        secrets_wipe_request(c->req);
+    }
+    json_decref(literals);
     free(network);
     json_decref(body);
 }
@@ -326,7 +377,7 @@ void e2b_sandbox_network(struct request_ctx *c)
     struct policy_error perr = { { 0 } };
     enum sandbox_state state = _SANDBOX_STATE_INVALID;
     char *network = NULL, op[33];
-    json_t *body;
+    json_t *body, *literals;
     int r = lifecycle_get_live(c->m, c->id, &sb);
 
     if (r < 0) {
@@ -338,19 +389,44 @@ void e2b_sandbox_network(struct request_ctx *c)
     if (!body) {
         return;
     }
-    r = egress_from_e2b(body, NULL, true, &network, &perr);
-    json_decref(body);
+    literals = json_object();
+    r = literals ? egress_from_e2b(body, NULL, true, c->id, literals, &network, &perr) : -ENOMEM;
     if (r < 0) {
         reply_policy_error(c->req, r, &perr);
-        return;
+        goto out;
     }
-    r = lifecycle_set_network(c->m, c->id, network, op, &state);
-    free(network);
+    if (json_object_size(literals) > 0 && !secrets_available(c, true)) {
+        goto out;
+    }
+    r = egress_check_secrets(c->m, c->id, network, literals, &perr);
+    if (r >= 0) {
+        r = create_literals(c->m, c->id, literals);
+        if (r < 0) {
+            snprintf(perr.message, sizeof(perr.message),
+                     "cannot store the network rules' values: %s", strerror(-r));
+            r = -EIO;
+        }
+    }
     if (r < 0) {
+        reply_policy_error(c->req, r, &perr);
+        goto out;
+    }
+    /* The literals the policy replaced stay until the sandbox ends (secrets_tick()). */
+    r = lifecycle_set_network(c->m, c->id, network, op, &state);
+    if (r < 0) {
+        secrets_drop_literals(c->m, literals);
         lifecycle_reply_request_error(c->req, r, c->id, OPERATION_KIND_NETWORK, state);
-        return;
+        goto out;
     }
     http_network_wait(c, op, true);
+out:
+    if (json_object_size(literals) > 0) {
+        secrets_wipe_values(literals);
+        secrets_wipe_request(c->req);
+    }
+    json_decref(literals);
+    json_decref(body);
+    free(network);
 }
 
 static void kill_finished(struct manager *m, struct evhttp_request *req,

@@ -99,6 +99,9 @@ void http_sandbox_create(struct request_ctx *c)
     }
     /* Absent: deny everything (the native default), stored explicitly all the same. */
     r = egress_from_native(json_object_get(body, "network"), &network, &perr);
+    if (r >= 0) {
+        r = egress_check_secrets(c->m, NULL, network, NULL, &perr); /* secrets.h */
+    }
     if (r < 0) {
         http_util_reply_error(c->req, routes_status_from_errno(r), "invalid 'network': %s",
                               r == -ENOMEM ? strerror(ENOMEM) : perr.message);

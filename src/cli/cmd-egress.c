@@ -152,6 +152,10 @@ static void print_record(json_t *rec)
     if (json_object_get(rec, "count")) {
         printf(" count=%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(rec, "count")));
     }
+    /* The secrets space-gw injected into this request: names, never values. */
+    if (field(rec, "secret")) {
+        printf(" secret=%s", field(rec, "secret"));
+    }
     putchar('\n');
 }
 

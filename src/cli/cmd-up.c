@@ -533,10 +533,15 @@ int cmd_up(int argc, char **argv)
                               "--bootstrap-key",
                               key_path };
     size_t n = 17;
+    /* space-gw made its secrets keypair at start: the api seals to the public half. */
+    char secrets_pub[PATH_MAX];
+    snprintf(secrets_pub, sizeof(secrets_pub), "%s/gw/secrets.pub", client_data_dir());
+    bool have_pub = gw > 0 && access(secrets_pub, R_OK) == 0;
     const char *optional[][2] = { { "--ingress-tls", tls_listen },
                                   { "--ingress-cert", cert },
                                   { "--ingress-key", cert_key },
-                                  { "--store", store } };
+                                  { "--store", store },
+                                  { "--secrets-key", have_pub ? secrets_pub : NULL } };
     for (size_t i = 0; i < ARRAY_SIZE(optional); i++) {
         if (optional[i][1]) {
             aargv[n++] = optional[i][0];

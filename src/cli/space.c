@@ -20,6 +20,7 @@ static const struct {
     { "sandbox", cmd_sandbox, "create|ls|get|exec|kill sandboxes" },
     { "template", cmd_template, "build|ls templates" },
     { "keys", cmd_keys, "create|ls|rm API keys" },
+    { "secret", cmd_secret, "create|list|rotate|delete secrets injected on egress" },
     { "bench", cmd_bench, "measure the platform (bench create)" },
 };
 
