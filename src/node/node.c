@@ -31,6 +31,7 @@
 #include "basic/socket-util.h"
 #include "node/clone.h"
 #include "node/console.h"
+#include "node/jail.h"
 #include "node/manager.h"
 #include "node/tunnel.h"
 #include "shared/gw-proto.h"
@@ -50,6 +51,7 @@ static const char *arg_share_dir = NULL;
 static const char *arg_agent = NULL;
 static const char *arg_cache_dir = "/var/cache/space";
 static const char *arg_gw_socket = GW_PROTO_SOCKET_DEFAULT; /* NULL: --no-gw */
+static bool arg_jail = true;
 
 static void help(void)
 {
@@ -71,6 +73,7 @@ static void help(void)
            "  --cache-dir DIR       template build cache (default /var/cache/space)\n"
            "  --gw-socket PATH      space-gw's control socket, for egress (default %s)\n"
            "  --no-gw               no egress at all: sandboxes have no network beyond the node\n"
+           "  --no-jail             debugging only: VMMs run without the jail (jail.h)\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
            arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT);
 }
@@ -93,6 +96,7 @@ static int parse_args(int argc, char **argv)
         { "cache-dir", required_argument, NULL, 'C' },
         { "gw-socket", required_argument, NULL, 'G' },
         { "no-gw", no_argument, NULL, 'N' },
+        { "no-jail", no_argument, NULL, 'J' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -170,6 +174,9 @@ static int parse_args(int argc, char **argv)
             break;
         case 'N':
             arg_gw_socket = NULL;
+            break;
+        case 'J':
+            arg_jail = false;
             break;
         case 'L':
             r = log_level_from_string(optarg);
@@ -284,6 +291,11 @@ int main(int argc, char **argv)
     struct manager_limits limits = { .workers = arg_max_workers, .queue = arg_max_queue };
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);
     host.accel = detect_accel(path);
+    /* Before any thread: it runs ldd and builds the seccomp filter once. */
+    r = jail_init(arg_jail);
+    if (r < 0) {
+        return 1;
+    }
 
     evthread_use_pthreads();
     base = event_base_new();
@@ -351,6 +363,7 @@ out:
     tunnel_free(tunnel);
     manager_free(m);
     event_base_free(base);
+    jail_done();
     log_info("stopped");
     return r < 0 ? 1 : 0;
 }
