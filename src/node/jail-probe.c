@@ -10,6 +10,10 @@
  *   kill:PID       kill(PID, 0)
  *   tcp:IP:PORT    connect()
  *   unix:PATH      connect() to a Unix socket
+ *   fork:N         fork N children that wait (a fork bomb's first N steps); fails at the first
+ *                  fork that fails (pids limit, RLIMIT_NPROC)
+ *   hog:MIB        (last) allocate and touch MIB MiB; past the cgroup's memory limit the kernel
+ *                  kills the probe
  *   syscall:NAME   one forbidden syscall (ptrace, mount, unshare, bpf, setns, userfaultfd,
  *                  keyctl, clone-newuser); the filter must kill the probe (SIGSYS)
  */
@@ -28,6 +32,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void json_str(const char *s)
@@ -41,6 +46,8 @@ static void json_str(const char *s)
     }
     putchar('"');
 }
+
+static long last_count = -1; /* fork: how many forks succeeded */
 
 static int try_one(const char *arg)
 {
@@ -94,6 +101,42 @@ static int try_one(const char *arg)
     if (strcmp(arg, "socket:netlink") == 0) {
         int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0);
         return fd < 0 ? -errno : (close(fd), 0);
+    }
+    if (strncmp(arg, "fork:", 5) == 0) {
+        int n = atoi(arg + 5), pipefd[2], r = 0, i;
+        if (pipe(pipefd) < 0) {
+            return -errno;
+        }
+        for (i = 0; i < n; i++) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                char c;
+                close(pipefd[1]);
+                (void)!read(pipefd[0], &c, 1); /* until the parent closes: then exit */
+                _exit(0);
+            }
+            if (pid < 0) {
+                r = -errno;
+                break;
+            }
+        }
+        close(pipefd[0]);
+        close(pipefd[1]);
+        while (wait(NULL) > 0) {
+        }
+        last_count = i;
+        return r;
+    }
+    if (strncmp(arg, "hog:", 4) == 0) {
+        size_t mib = (size_t)atol(arg + 4);
+        for (size_t i = 0; i < mib; i++) {
+            char *p = malloc(1 << 20);
+            if (!p) {
+                return -ENOMEM;
+            }
+            memset(p, 0x5a, 1 << 20);
+        }
+        return 0;
     }
     if (strncmp(arg, "syscall:", 8) == 0) {
         const char *n = arg + 8;
@@ -188,14 +231,15 @@ int main(int argc, char **argv)
     printf("],\"results\":{");
     first = true;
     for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "syscall:", 8) == 0) {
+        if (strncmp(argv[i], "syscall:", 8) == 0 || strncmp(argv[i], "hog:", 4) == 0) {
             continue;
         }
+        last_count = -1;
         int r = try_one(argv[i]);
         printf("%s", first ? "" : ",");
         first = false;
         json_str(argv[i]);
-        printf(":{\"allowed\":%s,\"errno\":", r == 0 ? "true" : "false");
+        printf(":{\"allowed\":%s,\"count\":%ld,\"errno\":", r == 0 ? "true" : "false", last_count);
         json_str(r == 0 ? "" : strerror(-r));
         printf("}");
     }
@@ -203,7 +247,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     /* Forbidden syscalls last: the first one must kill us; a second line means it did not. */
     for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "syscall:", 8) == 0) {
+        if (strncmp(argv[i], "syscall:", 8) == 0 || strncmp(argv[i], "hog:", 4) == 0) {
             int r = try_one(argv[i]);
             printf("{\"survived\":");
             json_str(argv[i]);

@@ -4,7 +4,11 @@
  * capabilities and seccomp filter as QEMU gets), with the program's own ELF
  * files bound besides QEMU's. tests/jail/test_jail.py runs jail-probe in it.
  *
- *   jail-run --uid N --netns PATH [--sandbox-dir DIR] [--template-file F] -- PROGRAM ARGS...
+ *   jail-run --uid N --netns PATH [--sandbox-dir DIR] [--template-file F]
+ *            [--memory-mib N --vcpus N] -- PROGRAM ARGS...
+ *
+ * With --memory-mib the program gets a VMM's cgroup (jail_vmm_limits(): N MiB of "guest RAM"
+ * plus --vmm-overhead-mib, default 32 here), named jail-run-<pid>, removed at the end.
  *
  * Prints "setup_us N" on stderr, then waits and exits with the program's
  * status (128 + signal when killed).
@@ -19,7 +23,9 @@
 
 #include "basic/log.h"
 #include "basic/parse-util.h"
+#include "node/cgroup.h"
 #include "node/jail.h"
+#include "node/runtime.h"
 #include "shared/spawn.h"
 
 int main(int argc, char **argv)
@@ -29,10 +35,13 @@ int main(int argc, char **argv)
         { "netns", required_argument, NULL, 'n' },
         { "sandbox-dir", required_argument, NULL, 's' },
         { "template-file", required_argument, NULL, 't' },
+        { "memory-mib", required_argument, NULL, 'm' },
+        { "vcpus", required_argument, NULL, 'c' },
+        { "vmm-overhead-mib", required_argument, NULL, 'o' },
         {},
     };
     const char *netns = NULL, *sandbox_dir = NULL, *template_file = NULL;
-    uint32_t uid = 0;
+    uint32_t uid = 0, memory_mib = 0, vcpus = 1, overhead = 32;
     int c, r;
 
     log_set_ident("jail-run");
@@ -52,6 +61,21 @@ int main(int argc, char **argv)
         case 't':
             template_file = optarg;
             break;
+        case 'm':
+            if (parse_u32(optarg, &memory_mib) < 0) {
+                return 2;
+            }
+            break;
+        case 'c':
+            if (parse_u32(optarg, &vcpus) < 0 || vcpus == 0) {
+                return 2;
+            }
+            break;
+        case 'o':
+            if (parse_u32(optarg, &overhead) < 0) {
+                return 2;
+            }
+            break;
         default:
             return 2;
         }
@@ -61,7 +85,10 @@ int main(int argc, char **argv)
                         "[--template-file F] -- /PROGRAM ARGS...\n");
         return 2;
     }
-    r = jail_init(true);
+    struct jail_config cfg = { .enabled = true,
+                               .cgroups = memory_mib > 0,
+                               .vmm_overhead_mib = overhead };
+    r = jail_init(&cfg);
     if (r < 0) {
         return 1;
     }
@@ -95,15 +122,40 @@ int main(int argc, char **argv)
         log_error_errno(errno, "cannot open '%s': %m", netns);
         return 1;
     }
+    char name[64];
+    struct cgroup *cg = NULL;
+    snprintf(name, sizeof(name), "jail-run-%d", (int)getpid());
+    if (memory_mib > 0) {
+        struct runtime_config rc = { .memory_mib = memory_mib, .vcpus = vcpus };
+        struct cgroup_limits limits;
+        jail_vmm_limits(&rc, &limits);
+        r = cgroup_create(name, &limits, &cg);
+        if (r < 0) {
+            log_error_errno(r, "cgroup_create: %m");
+            return 1;
+        }
+        spec.cgroup = cg;
+        char path[4096];
+        if (cgroup_path(name, "memory", path, sizeof(path)) >= 0) {
+            fprintf(stderr, "cgroup %s %s\n", cgroup_version_to_string(cgroup_version()), path);
+        }
+    }
     pid_t pid;
     usec_t setup = 0;
     r = jail_spawn(&spec, (const char *const *)argv + optind, &pid, &setup);
     if (r < 0) {
         log_error_errno(r, "jail_spawn: %m");
+        (void)cgroup_remove(name);
         return 1;
     }
     fprintf(stderr, "setup_us %llu\n", (unsigned long long)setup);
     r = spawn_wait(pid);
+    cgroup_free(cg);
+    if (memory_mib > 0) {
+        char dir[64];
+        snprintf(dir, sizeof(dir), "/x/%s", name);
+        jail_vmm_release(dir);
+    }
     jail_files_done(&files);
     jail_done();
     return r < 0 ? 1 : r;

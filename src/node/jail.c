@@ -49,6 +49,8 @@
 #include "basic/fd-util.h"
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "node/cgroup.h"
+#include "node/runtime.h"
 #include "shared/spawn.h"
 
 #define QEMU_BINARY "qemu-system-x86_64"
@@ -58,6 +60,8 @@
 
 static struct {
     bool enabled;
+    bool cgroups;
+    unsigned vmm_overhead_mib;
     bool ready;
     struct sock_filter *bpf;
     unsigned short bpf_len;
@@ -322,12 +326,20 @@ static int resolve_vmm_files(void)
     return r;
 }
 
-int jail_init(bool enabled)
+int jail_init(const struct jail_config *cfg)
 {
     int r;
 
-    jail.enabled = enabled;
-    if (!enabled) {
+    jail.enabled = cfg->enabled;
+    jail.cgroups = cfg->cgroups;
+    jail.vmm_overhead_mib = cfg->vmm_overhead_mib;
+    if (jail.cgroups) {
+        r = cgroup_init("/sys/fs/cgroup");
+        if (r < 0) {
+            return r;
+        }
+    }
+    if (!jail.enabled) {
         log_warning("jail: disabled (--no-jail): VMMs share the host's mount and pid namespaces");
         return 0;
     }
@@ -734,8 +746,9 @@ int jail_spawn(const struct jail_spec *spec, const char *const *argv, pid_t *ret
     }
     sync_pipe[0] = close_safe(sync_pipe[0]);
     err_pipe[1] = close_safe(err_pipe[1]);
-    /* (cgroup placement goes here, before the go-ahead) */
-    if (write(sync_pipe[1], "g", 1) != 1) {
+    /* Into its cgroup before it runs anything: nothing it does is ever unaccounted. */
+    r = cgroup_attach(spec->cgroup, pid);
+    if (r >= 0 && write(sync_pipe[1], "g", 1) != 1) {
         r = -errno;
     }
     sync_pipe[1] = close_safe(sync_pipe[1]);
@@ -807,10 +820,45 @@ int jail_vmm_binds(const char *sandbox_dir, const char *template_file, struct ja
     return (int)k;
 }
 
-int jail_spawn_vmm(const struct spawn_opts *opts, const char *sandbox_dir,
-                   const char *template_file, pid_t *ret_pid)
+void jail_vmm_limits(const struct runtime_config *cfg, struct cgroup_limits *ret)
+{
+    *ret = (struct cgroup_limits){
+        .memory_max = ((uint64_t)cfg->memory_mib + jail.vmm_overhead_mib) << 20,
+        .cpu_weight = 100 * MAX(cfg->vcpus, 1u),
+        .cpu_quota_pc = 100 * MAX(cfg->vcpus, 1u) + 50,
+        .pids_max = JAIL_VMM_PIDS_MAX,
+    };
+}
+
+static const char *dir_name(const char *dir)
+{
+    const char *slash = strrchr(dir, '/');
+    return slash ? slash + 1 : dir;
+}
+
+void jail_vmm_release(const char *dir)
+{
+    if (!jail.cgroups || !dir) {
+        return;
+    }
+    /* The pid namespace's init is gone, so are the rest; give the kernel a moment to let go. */
+    for (int i = 0; i < 50; i++) {
+        int r = cgroup_remove(dir_name(dir));
+        if (r != -EBUSY) {
+            if (r < 0) {
+                log_warning("jail: cannot remove the cgroup of '%s': %s", dir, strerror(-r));
+            }
+            return;
+        }
+        usleep(10000);
+    }
+}
+
+int jail_spawn_vmm(const struct spawn_opts *opts, const struct runtime_config *cfg, pid_t *ret_pid)
 {
     struct jail_bind binds[2];
+    struct cgroup_limits limits;
+    struct cgroup *cg = NULL;
     char template_dir[PATH_MAX];
     struct jail_spec spec;
     usec_t setup = 0;
@@ -824,12 +872,9 @@ int jail_spawn_vmm(const struct spawn_opts *opts, const char *sandbox_dir,
     }
     jail_vmm_spec_init(&spec);
     spec.binds = binds;
-    spec.n_binds = (size_t)jail_vmm_binds(sandbox_dir, template_file, binds, template_dir,
-                                          sizeof(template_dir));
-    for (size_t i = 1; opts->argv[i]; i++) {
-        spec.dev_kvm = spec.dev_kvm || (strcmp(opts->argv[i], "kvm") == 0 &&
-                                        strcmp(opts->argv[i - 1], "-accel") == 0);
-    }
+    spec.n_binds =
+        (size_t)jail_vmm_binds(cfg->dir, cfg->kernel, binds, template_dir, sizeof(template_dir));
+    spec.dev_kvm = cfg->accel == RUNTIME_ACCEL_KVM;
     spec.uid = opts->uid;
     spec.gid = opts->gid;
     spec.groups = opts->groups;
@@ -840,8 +885,18 @@ int jail_spawn_vmm(const struct spawn_opts *opts, const char *sandbox_dir,
     spec.stderr_fd = opts->stderr_fd;
     spec.keep_fds = opts->pass_fds;
     spec.n_keep_fds = opts->n_pass_fds;
+    if (jail.cgroups) {
+        jail_vmm_limits(cfg, &limits);
+        r = cgroup_create(dir_name(cfg->dir), &limits, &cg);
+        if (r < 0) {
+            return log_error_errno(r, "jail: cannot create the VMM's cgroup: %m");
+        }
+        spec.cgroup = cg;
+    }
     r = jail_spawn(&spec, opts->argv, ret_pid, &setup);
+    cgroup_free(cg);
     if (r < 0) {
+        jail_vmm_release(cfg->dir);
         return log_error_errno(r, "jail: cannot start the VMM: %m");
     }
     log_info("jail: VMM %d confined in %llu us", (int)*ret_pid, (unsigned long long)setup);

@@ -28,6 +28,8 @@
 #include "basic/time-util.h"
 
 struct spawn_opts;
+struct runtime_config;
+struct cgroup;
 
 /* Where every jail mounts its root tmpfs, inside its own mount namespace. */
 #define JAIL_ROOT_DIR "/run/space/jail-root"
@@ -72,14 +74,25 @@ struct jail_spec {
     int stdin_fd, stdout_fd, stderr_fd; /* -1: /dev/null */
     const int *keep_fds;                /* kept under the same numbers (each >= 3) */
     size_t n_keep_fds;
+    struct cgroup *cgroup; /* joined before the child runs anything (cgroup.h); NULL: none */
 };
+
+struct jail_config {
+    bool enabled;              /* false (--no-jail, debugging only): jail_spawn_vmm() is a plain
+                                  spawn_start() */
+    bool cgroups;              /* per-sandbox cgroups (--no-cgroups turns them off) */
+    unsigned vmm_overhead_mib; /* memory limit = guest RAM + this (QEMU, TCG's code cache) */
+};
+
+#define JAIL_VMM_OVERHEAD_MIB_DEFAULT 256
+#define JAIL_VMM_PIDS_MAX 512
 
 /*
  * Builds the seccomp filter and resolves the VMM's files (QEMU's binary, its
- * libraries and modules, /usr/share/qemu) once per node start. enabled=false
- * (--no-jail, debugging only) makes jail_spawn_vmm() a plain spawn_start().
+ * libraries and modules, /usr/share/qemu) once per node start, and detects
+ * the cgroup layout (cgroup_init()).
  */
-int jail_init(bool enabled);
+int jail_init(const struct jail_config *cfg);
 bool jail_enabled(void);
 void jail_done(void);
 
@@ -106,12 +119,19 @@ void jail_vmm_spec_init(struct jail_spec *spec);
 int jail_vmm_binds(const char *sandbox_dir, const char *template_file, struct jail_bind *binds,
                    char *template_dir, size_t n);
 
+/* The limits of a VMM for cfg: memory = guest RAM + the configured overhead, CPU weight 100
+ * per vCPU, quota one CPU per vCPU plus half a CPU for QEMU's own threads, pids. */
+struct cgroup_limits;
+void jail_vmm_limits(const struct runtime_config *cfg, struct cgroup_limits *ret);
+
 /*
  * The VMM's jail from the runtime's spawn options (uid, groups, netns, stdio,
- * pass_fds) plus its directories: sandbox_dir rw, the directory of
- * template_file ro (the template's: kernel, initrd, snapshot files); QEMU's
- * files ro; /proc for /proc/self/fd. When the jail is disabled this is
- * spawn_start(opts). argv[0] names QEMU (found by jail_init()).
+ * pass_fds) plus its directories: cfg->dir rw, the directory of cfg->kernel
+ * ro (the template's: kernel, initrd, snapshot files); QEMU's files ro; /proc
+ * for /proc/self/fd; its cgroup (named by the sandbox directory's name) with
+ * jail_vmm_limits(). When the jail is disabled this is spawn_start(opts).
+ * argv[0] names QEMU (found by jail_init()).
  */
-int jail_spawn_vmm(const struct spawn_opts *opts, const char *sandbox_dir,
-                   const char *template_file, pid_t *ret_pid);
+int jail_spawn_vmm(const struct spawn_opts *opts, const struct runtime_config *cfg, pid_t *ret_pid);
+/* After the VMM of the sandbox directory `dir` is gone: removes its cgroup. */
+void jail_vmm_release(const char *dir);

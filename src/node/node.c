@@ -52,6 +52,8 @@ static const char *arg_agent = NULL;
 static const char *arg_cache_dir = "/var/cache/space";
 static const char *arg_gw_socket = GW_PROTO_SOCKET_DEFAULT; /* NULL: --no-gw */
 static bool arg_jail = true;
+static bool arg_cgroups = true;
+static unsigned arg_vmm_overhead_mib = JAIL_VMM_OVERHEAD_MIB_DEFAULT;
 
 static void help(void)
 {
@@ -74,6 +76,8 @@ static void help(void)
            "  --gw-socket PATH      space-gw's control socket, for egress (default %s)\n"
            "  --no-gw               no egress at all: sandboxes have no network beyond the node\n"
            "  --no-jail             debugging only: VMMs run without the jail (jail.h)\n"
+           "  --no-cgroups          VMMs run without per-sandbox cgroup limits\n"
+           "  --vmm-overhead-mib N  memory a VMM may use beyond its guest's RAM (default 256)\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
            arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT);
 }
@@ -97,6 +101,8 @@ static int parse_args(int argc, char **argv)
         { "gw-socket", required_argument, NULL, 'G' },
         { "no-gw", no_argument, NULL, 'N' },
         { "no-jail", no_argument, NULL, 'J' },
+        { "no-cgroups", no_argument, NULL, 'K' },
+        { "vmm-overhead-mib", required_argument, NULL, 'O' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -177,6 +183,16 @@ static int parse_args(int argc, char **argv)
             break;
         case 'J':
             arg_jail = false;
+            break;
+        case 'K':
+            arg_cgroups = false;
+            break;
+        case 'O':
+            if (parse_u32(optarg, &arg_vmm_overhead_mib) < 0 || arg_vmm_overhead_mib < 32 ||
+                arg_vmm_overhead_mib > 65536) {
+                return log_error_errno(-EINVAL, "invalid --vmm-overhead-mib '%s' (32..65536)",
+                                       optarg);
+            }
             break;
         case 'L':
             r = log_level_from_string(optarg);
@@ -292,7 +308,10 @@ int main(int argc, char **argv)
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);
     host.accel = detect_accel(path);
     /* Before any thread: it runs ldd and builds the seccomp filter once. */
-    r = jail_init(arg_jail);
+    struct jail_config jail_cfg = { .enabled = arg_jail,
+                                    .cgroups = arg_cgroups,
+                                    .vmm_overhead_mib = arg_vmm_overhead_mib };
+    r = jail_init(&jail_cfg);
     if (r < 0) {
         return 1;
     }

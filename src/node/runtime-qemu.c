@@ -488,7 +488,7 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
         .n_groups = n_groups,
     };
     /* The jail (jail.h) confines and execs: this dir rw, the kernel's (template's) dir ro. */
-    r = jail_spawn_vmm(&opts, cfg->dir, cfg->kernel, &pid);
+    r = jail_spawn_vmm(&opts, cfg, &pid);
     /* Ours are copies: QEMU holds its own now, and the QMP listener must die with QEMU. */
     qemu_fds_close(&f);
     if (r < 0) {
@@ -624,6 +624,7 @@ static int qemu_stop(struct runtime_vm *base)
     vm->pidfd = close_safe(vm->pidfd);
     console_reap(vm->console_pid);
     vm->console_pid = 0;
+    jail_vmm_release(vm->dir);
     return 0;
 }
 

@@ -61,7 +61,8 @@ static void test_spawn_refuses_bad_specs(void **state)
     struct jail_spec spec;
     pid_t pid;
 
-    assert_int_equal(jail_init(true), 0);
+    struct jail_config cfg = { .enabled = true };
+    assert_int_equal(jail_init(&cfg), 0);
     jail_vmm_spec_init(&spec);
     spec.path = "/bin/true";
     spec.netns_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);

@@ -60,11 +60,12 @@ def world():
         shutil.rmtree(data, ignore_errors=True)
 
 
-def run_probe(world, *attempts):
+def run_probe(world, *attempts, limits=()):
     res = subprocess.run([JAIL_RUN, "--uid", str(UID), "--netns", world["netns"],
                           "--sandbox-dir", os.path.join(world["data"], "instances/a"),
                           "--template-file", world["files"]["templates/base/vmlinux"],
-                          "--", PROBE, *attempts], capture_output=True, text=True, timeout=60)
+                          *limits, "--", PROBE, *attempts], capture_output=True, text=True,
+                         timeout=120)
     lines = res.stdout.splitlines()
     setup = re.search(r"setup_us (\d+)", res.stderr)
     return res.returncode, [json.loads(line) for line in lines], res.stderr, setup
@@ -124,6 +125,40 @@ def test_probe_forbidden_syscall_kills_it(world, name):
     assert not any("survived" in o for o in out), out
 
 
+def test_probe_fork_bomb_stops_at_the_pids_limit(world):
+    # A VMM's cgroup (64 MiB "guest" + 32 MiB): pids.max 512, as RLIMIT_NPROC of its own uid.
+    rc, out, err, _ = run_probe(world, "fork:2000", limits=("--memory-mib", "64"))
+    assert rc == 0, err
+    r = out[0]["results"]["fork:2000"]
+    assert r["allowed"] is False and r["errno"] == "Resource temporarily unavailable", r
+    assert 100 <= r["count"] < 512, r
+    print(f"fork bomb: {r['count']} forks, then EAGAIN")
+
+
+def test_probe_memory_hog_is_killed_at_its_limit(world):
+    # 64 MiB + 32 MiB of overhead: 48 MiB fits, 400 MiB more is killed by the cgroup's OOM.
+    rc, out, err, _ = run_probe(world, "hog:48", "hog:400", limits=("--memory-mib", "64"))
+    assert rc == 128 + signal.SIGKILL, (rc, out, err)
+    assert [o.get("survived") for o in out[1:]] == ["hog:48"], out
+    assert re.search(r"cgroup v[12] ", err), err
+    cg = re.search(r"cgroup v[12] (\S+)", err).group(1)
+    assert not os.path.exists(cg)  # removed once the jail's process is gone
+
+
+def vmm_cgroups(pid):
+    """{controller: directory} of pid's cgroups that the node made (v1: per controller; v2: "")."""
+    out = {}
+    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+    for line in open(f"/proc/{pid}/cgroup").read().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if "/space/" not in path:
+            continue
+        for c in ctrls.split(",") if ctrls else [""]:
+            if c in ("memory", "cpu", "pids") or (c == "" and v2):
+                out[c] = f"/sys/fs/cgroup/{c}{path}" if c else f"/sys/fs/cgroup{path}"
+    return out
+
+
 def ns_of(pid, kind):
     return os.readlink(f"/proc/{pid}/ns/{kind}")
 
@@ -150,9 +185,25 @@ def test_vmm_in_jail(node):
         assert root <= {"usr", "lib", "lib64", "dev", "proc", node.data.split("/")[1]}, root
         assert not os.path.exists(f"/proc/{pid}/root/etc")
         assert node.exec(sb["id"], "python3", "-c", "print(6 * 7)")["stdout"] == b"42\n"
+        # Its cgroup: named by its instance, limits from the create (RAM + 256 MiB overhead).
+        cgdirs = vmm_cgroups(pid)
+        assert set(cgdirs) >= {"memory", "pids"} or set(cgdirs) == {""}, cgdirs
+        for ctrl, d in cgdirs.items():
+            assert d.endswith(f"/space/{sb['instance_id']}"), (ctrl, d)
+            assert str(pid) in open(os.path.join(d, "cgroup.procs")).read().split()
+        mem = cgdirs.get("memory", cgdirs.get(""))
+        limit_file = "memory.limit_in_bytes" if "memory" in cgdirs else "memory.max"
+        limit = int(open(os.path.join(mem, limit_file)).read())
+        assert limit == (sb["memory_mb"] + 256) << 20, (limit, sb["memory_mb"])
+        pids = cgdirs.get("pids", cgdirs.get(""))
+        assert open(os.path.join(pids, "pids.max")).read().strip() == "512"
         rss_kib = int(status["VmRSS"].split()[0])
+        usage = int(open(os.path.join(mem, "memory.usage_in_bytes" if "memory" in cgdirs
+                                      else "memory.current")).read())
         setups = [int(x) for x in re.findall(r"confined in (\d+) us", open(node.log_path).read())]
         assert setups, node.log()
-        print(f"jail setup {setups} us; QEMU VmRSS {rss_kib} KiB for a "
-              f"{sb.get('memory_mib', '?')} MiB guest")
+        print(f"jail setup {setups} us; QEMU VmRSS {rss_kib} KiB, cgroup memory "
+              f"{usage >> 10} KiB for a {sb['memory_mb']} MiB guest, idle after one exec")
     assert not live_qemu_pids(node.instance_dir(sb))
+    for d in cgdirs.values():
+        assert not os.path.exists(d), d  # removed with the VMM
