@@ -54,6 +54,7 @@ static const char *arg_gw_socket = GW_PROTO_SOCKET_DEFAULT; /* NULL: --no-gw */
 static bool arg_jail = true;
 static bool arg_cgroups = true;
 static unsigned arg_vmm_overhead_mib = JAIL_VMM_OVERHEAD_MIB_DEFAULT;
+static uint32_t arg_memory_budget_mib = 0; /* 0: MemTotal - 1 GiB */
 
 static void help(void)
 {
@@ -78,6 +79,8 @@ static void help(void)
            "  --no-jail             debugging only: VMMs run without the jail (jail.h)\n"
            "  --no-cgroups          VMMs run without per-sandbox cgroup limits\n"
            "  --vmm-overhead-mib N  memory a VMM may use beyond its guest's RAM (default 256)\n"
+           "  --memory-budget-mib N guest RAM + VMM overhead of all sandboxes at most (default:\n"
+           "                        the host's memory less 1 GiB); creates beyond it get 503\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
            arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT);
 }
@@ -103,6 +106,7 @@ static int parse_args(int argc, char **argv)
         { "no-jail", no_argument, NULL, 'J' },
         { "no-cgroups", no_argument, NULL, 'K' },
         { "vmm-overhead-mib", required_argument, NULL, 'O' },
+        { "memory-budget-mib", required_argument, NULL, 'B' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -187,6 +191,11 @@ static int parse_args(int argc, char **argv)
         case 'K':
             arg_cgroups = false;
             break;
+        case 'B':
+            if (parse_u32(optarg, &arg_memory_budget_mib) < 0 || arg_memory_budget_mib == 0) {
+                return log_error_errno(-EINVAL, "invalid --memory-budget-mib '%s'", optarg);
+            }
+            break;
         case 'O':
             if (parse_u32(optarg, &arg_vmm_overhead_mib) < 0 || arg_vmm_overhead_mib < 32 ||
                 arg_vmm_overhead_mib > 65536) {
@@ -260,6 +269,14 @@ static enum runtime_accel detect_accel(const char *kernel)
     return a;
 }
 
+/* The host's memory less 1 GiB for the host itself and the node's own daemons. */
+static uint64_t default_memory_budget(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    uint64_t mib = pages > 0 && size > 0 ? ((uint64_t)pages * (uint64_t)size) >> 20 : 0;
+    return mib > 2048 ? mib - 1024 : mib / 2;
+}
+
 int main(int argc, char **argv)
 {
     struct event_base *base = NULL;
@@ -328,6 +345,10 @@ int main(int argc, char **argv)
         goto out;
     }
     m->max_sandboxes = arg_max_sandboxes;
+    m->vmm_overhead_mib = arg_vmm_overhead_mib;
+    m->memory_budget_mib = arg_memory_budget_mib ? arg_memory_budget_mib : default_memory_budget();
+    log_info("memory budget: %llu MiB (guest RAM + %u MiB per VMM)",
+             (unsigned long long)m->memory_budget_mib, arg_vmm_overhead_mib);
     m->share_dir = arg_share_dir;
     m->agent_path = arg_agent;
     m->cache_dir = arg_cache_dir;

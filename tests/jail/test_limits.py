@@ -105,3 +105,17 @@ def test_noisy_neighbour(node):
         assert node.exec(quiet["id"], "python3", "-c", "print(6 * 7)")["stdout"] == b"42\n"
     for d in cg.values():
         assert not os.path.exists(d), d
+
+
+def test_capacity_refuses_creates_beyond_the_memory_budget():
+    # 1100 MiB: one 256 MiB guest (+256 MiB overhead) fits, a 512 MiB one more does not.
+    with started_node("capacity", extra_args=("--memory-budget-mib", "1100")) as n:
+        status, body = n.call("POST", "/v1/sandboxes", {"memory_mb": 1024})
+        assert status == 503, (status, body)
+        assert body["code"] == 503 and "memory budget 1100 MiB" in body["message"], body
+        with node_sandbox(n, memory_mb=256):
+            status, body = n.call("POST", "/v1/sandboxes", {"memory_mb": 512})
+            assert status == 503 and "512 MiB committed" in body["message"], (status, body)
+        # Freed with the sandbox: the same create fits now.
+        with node_sandbox(n, memory_mb=512):
+            pass
