@@ -164,6 +164,12 @@ static int layout_from(enum cgroup_version v, const char *root, const char *self
         if (r < 0) {
             return r;
         }
+        /* space/ is one entity beside the node: weight it like many, or every VMM together
+         * would get one default share against each of the host's other cgroups. */
+        r = write_text(cg_layout.base[0], "cpu.weight", "1000");
+        if (r < 0) {
+            return r;
+        }
     } else if (v == CGROUP_V1) {
         for (size_t i = 0; i < ARRAY_SIZE(v1_controllers); i++) {
             r = self_path(self, v1_controllers[i], own, sizeof(own));
@@ -178,6 +184,12 @@ static int layout_from(enum cgroup_version v, const char *root, const char *self
             if (r < 0) {
                 return r;
             }
+        }
+        /* v1 counts every task of the root cgroup as one entity of 1024 shares, and space/ as
+         * one: give it as many as 64 tasks, or all VMMs together would weigh as one process. */
+        r = write_text(cg_layout.base[1], "cpu.shares", "65536");
+        if (r < 0) {
+            return r;
         }
     }
     cg_layout.v = v;

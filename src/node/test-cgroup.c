@@ -54,6 +54,7 @@ static void test_v1(void **state)
     assert_int_equal(cgroup_create("iid-1", &limits, &cg), 0);
     assert_file("memory/outer/inner/space/iid-1/memory.limit_in_bytes", "805306368");
     assert_file("cpu/space/iid-1/cpu.shares", "2048");
+    assert_file("cpu/space/cpu.shares", "65536");
     assert_file("cpu/space/iid-1/cpu.cfs_period_us", "100000");
     assert_file("cpu/space/iid-1/cpu.cfs_quota_us", "250000");
     assert_file("pids/space/iid-1/pids.max", "512");
@@ -79,6 +80,7 @@ static void test_v2(void **state)
     assert_int_equal(cgroup_version(), CGROUP_V2);
     assert_file("system.slice/space-node.service/space/cgroup.subtree_control",
                 "+memory +cpu +pids");
+    assert_file("system.slice/space-node.service/space/cpu.weight", "1000");
     assert_int_equal(cgroup_create("iid-2", &limits, &cg), 0);
     const char *d = "system.slice/space-node.service/space/iid-2/";
     char p[256];
