@@ -417,6 +417,18 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
                               m->max_sandboxes);
         goto out;
     }
+    /* Never overcommit into the OOM killer: every VMM's cgroup may use its RAM + overhead. */
+    uint64_t committed = manager_memory_committed_mib(m);
+    if (m->memory_budget_mib && committed + memory + m->vmm_overhead_mib > m->memory_budget_mib) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
+        http_util_reply_error(req, 503,
+                              "this node is at capacity: memory budget %llu MiB, %llu MiB "
+                              "committed, %u MiB more asked (%u RAM + %u VMM overhead)",
+                              (unsigned long long)m->memory_budget_mib,
+                              (unsigned long long)committed, memory + m->vmm_overhead_mib, memory,
+                              m->vmm_overhead_mib);
+        goto out;
+    }
     if (!id) {
         r = sandbox_id_new(fresh_id);
         if (r < 0) {
