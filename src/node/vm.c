@@ -131,17 +131,8 @@ int vm_save_record(const struct vm_host *host, const struct instance_record *rec
     return r;
 }
 
-/* Fills a runtime config whose strings live in the caller's buffers. */
-struct vm_paths {
-    char dir[PATH_MAX];
-    char kernel[PATH_MAX + 16];
-    char initrd[PATH_MAX + 16];
-    char rootfs[PATH_MAX + 16];
-    char netns[PATH_MAX];
-};
-
-static int vm_runtime_config(const struct vm_host *host, const struct instance_record *rec,
-                             bool need_template, struct vm_paths *p, struct runtime_config *cfg)
+int vm_runtime_config(const struct vm_host *host, const struct instance_record *rec,
+                      bool need_template, struct vm_paths *p, struct runtime_config *cfg)
 {
     char tdir[PATH_MAX];
     int r;

@@ -14,6 +14,7 @@
  * re-attaches RUNNING instances whose VMM is the process the record names,
  * and destroys everything else (vm_reconcile()).
  */
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -76,6 +77,18 @@ struct vm *vm_free(struct vm *vm);
 int vm_template_dir(const struct vm_host *host, const char *name, char *buf, size_t n);
 /* <data>/instances/<iid> into buf. */
 int vm_instance_dir(const struct vm_host *host, const char *iid, char *buf, size_t n);
+
+/* The runtime config of rec (strings in p). need_template: fail with -ENOENT when the
+ * template is gone (create); re-attach and destroy do without it. */
+struct vm_paths {
+    char dir[PATH_MAX];
+    char kernel[PATH_MAX + 16];
+    char initrd[PATH_MAX + 16];
+    char rootfs[PATH_MAX + 16];
+    char netns[PATH_MAX];
+};
+int vm_runtime_config(const struct vm_host *host, const struct instance_record *rec,
+                      bool need_template, struct vm_paths *p, struct runtime_config *cfg);
 
 /* What a create job hands back to the loop. */
 struct vm_create_result {
