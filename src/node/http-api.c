@@ -48,6 +48,7 @@
 #include "basic/parse-util.h"
 #include "gw/policy.h"
 #include "node/manager.h"
+#include "node/snapshot.h"
 #include "shared/gw-proto.h"
 #include "shared/http-util.h"
 #include "shared/sandbox-id.h"
@@ -63,14 +64,14 @@
 static json_t *vm_to_json(const struct vm *vm)
 {
     const struct instance_record *rec = &vm->rec;
-    json_t *j =
-        json_pack("{s:s?, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f}}", "id",
-                  rec->sandbox_id[0] ? rec->sandbox_id : NULL, "instance_id", rec->iid, "template",
-                  rec->template_name, "state", vm_state_to_string(rec->state), "vcpus",
-                  (int)rec->vcpus, "memory_mb", (int)rec->memory_mib, "created_at_us",
-                  (json_int_t)rec->created_at, "timings_ms", "clone", vm->timing.clone / 1000.0,
-                  "network", vm->timing.network / 1000.0, "vmm", vm->timing.vmm / 1000.0, "boot",
-                  vm->timing.boot / 1000.0, "total", vm->timing.total / 1000.0);
+    json_t *j = json_pack(
+        "{s:s?, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f, s:s}}", "id",
+        rec->sandbox_id[0] ? rec->sandbox_id : NULL, "instance_id", rec->iid, "template",
+        rec->template_name, "state", vm_state_to_string(rec->state), "vcpus", (int)rec->vcpus,
+        "memory_mb", (int)rec->memory_mib, "created_at_us", (json_int_t)rec->created_at,
+        "timings_ms", "clone", vm->timing.clone / 1000.0, "network", vm->timing.network / 1000.0,
+        "vmm", vm->timing.vmm / 1000.0, "boot", vm->timing.boot / 1000.0, "total",
+        vm->timing.total / 1000.0, "mode", vm->timing.restored ? "restore" : "boot");
     if (j && vm->rt) {
         json_object_set_new(j, "pid", json_integer(runtime_pid(vm->rt)));
     }
@@ -127,7 +128,13 @@ static void handle_templates(struct manager *m, struct evhttp_request *req)
         json_t *t = json_loads(text, 0, &err);
         free(text);
         if (t) {
+            /* Listing a template also starts its snapshot (default size) when it has none
+             * yet: snapshot.h; "snapshot" says where that is. */
+            snapshot_prepare(&m->host, de->d_name, m->default_vcpus, m->default_memory_mib);
             json_object_set_new(t, "name", json_string(de->d_name));
+            json_object_set_new(
+                t, "snapshot",
+                json_string(snapshot_status(de->d_name, m->default_vcpus, m->default_memory_mib)));
             json_array_append_new(list, t);
         }
     }

@@ -36,6 +36,7 @@ struct vm_host {
 
 struct vm_timing {
     usec_t clone, network, vmm, boot, total;
+    bool restored; /* a snapshot restore ("mode":"restore"), else a cold boot */
 };
 
 struct vm {
@@ -96,16 +97,23 @@ struct vm_create_result {
     pid_t pid;
     uint64_t pid_start_time;
     struct vm_timing timing;
-    char *error; /* on failure: message with the serial console tail (caller frees) */
+    char *error;           /* on failure: message with the serial console tail (caller frees) */
+    bool snapshot_suspect; /* a restore failed in the VMM or guest (not in its /init) */
 };
 
 /*
- * Worker: writes the record, clones the disk, makes the netslot, boots,
- * waits for the agent, sends it vm->init_json (env, access token, default
- * user) if set, and rewrites the record as running. On failure everything
- * made is removed again.
+ * Worker: writes the record, clones the disk, makes the netslot, starts the
+ * guest, waits for the agent, re-identifies it (/init: vm->init_json's env,
+ * access token and default user, plus its own hostname, machine-id, entropy
+ * and clock), and rewrites the record as running. On failure everything made
+ * is removed again. The guest is restored from the template's snapshot when
+ * one is ready (snapshot.h; timing.restored), else cold-booted; a failed
+ * restore falls back to a cold boot, logged.
  */
 int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret);
+/* Worker: a cold boot with shared RAM that is never marked running and gets no /init:
+ * the VM a template snapshot is taken of (snapshot.c). The caller stops and destroys it. */
+int vm_create_source(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret);
 /* Worker: removes every trace of the vm. Idempotent; does not touch *vm. */
 int vm_destroy(const struct vm_host *host, const struct vm *vm);
 
