@@ -50,6 +50,7 @@ static const char *arg_share_dir = NULL;
 static const char *arg_agent = NULL;
 static const char *arg_cache_dir = "/var/cache/space";
 static const char *arg_gw_socket = GW_PROTO_SOCKET_DEFAULT; /* NULL: --no-gw */
+static bool arg_snapshots = true;
 
 static void help(void)
 {
@@ -71,6 +72,7 @@ static void help(void)
            "  --cache-dir DIR       template build cache (default /var/cache/space)\n"
            "  --gw-socket PATH      space-gw's control socket, for egress (default %s)\n"
            "  --no-gw               no egress at all: sandboxes have no network beyond the node\n"
+           "  --snapshots on|off    create by restoring template snapshots (default on)\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
            arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT);
 }
@@ -93,6 +95,7 @@ static int parse_args(int argc, char **argv)
         { "cache-dir", required_argument, NULL, 'C' },
         { "gw-socket", required_argument, NULL, 'G' },
         { "no-gw", no_argument, NULL, 'N' },
+        { "snapshots", required_argument, NULL, 'P' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -170,6 +173,12 @@ static int parse_args(int argc, char **argv)
             break;
         case 'N':
             arg_gw_socket = NULL;
+            break;
+        case 'P':
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                return log_error_errno(-EINVAL, "invalid --snapshots '%s' (on or off)", optarg);
+            }
+            arg_snapshots = strcmp(optarg, "on") == 0;
             break;
         case 'L':
             r = log_level_from_string(optarg);
@@ -280,6 +289,7 @@ int main(int argc, char **argv)
         .ready_timeout = arg_ready_timeout,
         .max_exec_timeout = arg_max_exec_timeout,
         .console_log_max = arg_console_log_max,
+        .snapshots = arg_snapshots,
     };
     struct manager_limits limits = { .workers = arg_max_workers, .queue = arg_max_queue };
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);

@@ -58,8 +58,11 @@ struct entry {
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t worker_done = PTHREAD_COND_INITIALIZER;
 static struct entry *entries;
 static bool worker_running;
+static bool exiting; /* the node is exiting: the worker stops after its current step */
+static bool atexit_registered;
 static char qemu_version[128];
 
 static const char *const state_names[] = {
@@ -339,6 +342,14 @@ out:
     return r;
 }
 
+static bool node_exiting(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    bool r = exiting;
+    pthread_mutex_unlock(&registry_lock);
+    return r;
+}
+
 /* Boots the template with shared RAM, lets it settle, snapshots it into dir. */
 static int build(const struct entry *e, const char *tdir, const char *dir)
 {
@@ -361,8 +372,11 @@ static int build(const struct entry *e, const char *tdir, const char *dir)
         vm_free(vm);
         return r;
     }
-    sleep_usec(SNAPSHOT_SETTLE);
-    r = runtime_pause(res.rt);
+    r = node_exiting() ? -ECANCELED : 0;
+    if (r >= 0) {
+        sleep_usec(SNAPSHOT_SETTLE);
+        r = runtime_pause(res.rt);
+    }
     if (r >= 0) {
         r = runtime_snapshot(res.rt, dir);
     }
@@ -461,6 +475,22 @@ static struct snapshot *snapshot_unref_locked(struct snapshot *s)
     return NULL;
 }
 
+/*
+ * At exit: a build in progress has a VM of ours running that is no sandbox;
+ * wait for the worker to stop and remove it (bounded by the boot timeout), so
+ * a node that exits leaves no builder VM behind (a kill -9 leaves a CREATING
+ * record, which the next start removes).
+ */
+static void snapshot_atexit(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    exiting = true;
+    while (worker_running) {
+        pthread_cond_wait(&worker_done, &registry_lock);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
 static void *worker(void *arg)
 {
     (void)arg;
@@ -469,8 +499,9 @@ static void *worker(void *arg)
         pthread_mutex_lock(&registry_lock);
         for (e = entries; e && e->state != ENTRY_PENDING; e = e->next) {
         }
-        if (!e) {
+        if (!e || exiting) {
             worker_running = false;
+            pthread_cond_broadcast(&worker_done);
             pthread_mutex_unlock(&registry_lock);
             return NULL;
         }
@@ -530,6 +561,13 @@ static void entry_schedule(struct entry *e)
 {
     e->state = ENTRY_PENDING;
     e->snap = snapshot_unref_locked(e->snap);
+    if (exiting) {
+        e->state = ENTRY_FAILED;
+        return;
+    }
+    if (!atexit_registered) {
+        atexit_registered = atexit(snapshot_atexit) == 0;
+    }
     if (!worker_running) {
         pthread_t t;
         pthread_attr_t attr;
@@ -551,6 +589,9 @@ int snapshot_get(const struct vm_host *host, const char *template_name, unsigned
     char tdir[PATH_MAX], key[65];
     int r;
 
+    if (!host->snapshots) {
+        return -EOPNOTSUPP;
+    }
     r = vm_template_dir(host, template_name, tdir, sizeof(tdir));
     if (r < 0) {
         return r;

@@ -33,7 +33,8 @@ struct snapshot;
 /*
  * The ready snapshot of template at this size, as a new reference in *ret,
  * or -EAGAIN when none is ready yet (its preparation is started in the
- * background, or is backing off after a failure), -ENOENT for no template.
+ * background, or is backing off after a failure), -ENOENT for no template,
+ * -EOPNOTSUPP when the node runs with --snapshots off.
  */
 int snapshot_get(const struct vm_host *host, const char *template_name, unsigned vcpus,
                  unsigned memory_mib, struct snapshot **ret);
@@ -50,5 +51,5 @@ void snapshot_suspect(struct snapshot *s);
  * route, node start); no-op when it is ready or under way. */
 void snapshot_prepare(const struct vm_host *host, const char *template_name, unsigned vcpus,
                       unsigned memory_mib);
-/* "ready", "building", "failed" or "none", for listings. */
+/* "ready", "building", "failed" or "none" (never asked for, or --snapshots off). */
 const char *snapshot_status(const char *template_name, unsigned vcpus, unsigned memory_mib);

@@ -32,6 +32,7 @@ struct vm_host {
     usec_t ready_timeout;     /* guest boot to agent ready */
     usec_t max_exec_timeout;  /* deadline of an exec that names none; caps those that do */
     size_t console_log_max;   /* cap of each console.log (console.h) */
+    bool snapshots;           /* create by restoring template snapshots (snapshot.h) */
 };
 
 struct vm_timing {
