@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/random.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -79,25 +80,23 @@ int identity_parse(json_t *msg, struct identity *ret, const char **why)
 
 static int add_entropy(const uint8_t *buf, size_t n)
 {
-    struct {
-        struct rand_pool_info info;
-        uint8_t data[IDENTITY_ENTROPY_MAX];
-    } req;
-    int fd = open("/dev/random", O_WRONLY | O_CLOEXEC);
-    int r = 0;
+    struct rand_pool_info *info = malloc(sizeof(*info) + n);
+    int fd = -EBADF, r = 0;
 
-    if (fd < 0) {
-        return -errno;
+    if (!info) {
+        return -ENOMEM;
     }
-    req.info.entropy_count = (int)(n * 8);
-    req.info.buf_size = (int)n;
-    memcpy(req.data, buf, n);
+    info->entropy_count = (int)(n * 8);
+    info->buf_size = (int)n;
+    memcpy(info->buf, buf, n);
+    fd = open("/dev/random", O_WRONLY | O_CLOEXEC);
     /* Mixed in and credited, then the CRNG rekeyed from the pool at once (not at its next
      * scheduled reseed): the very next getrandom() differs between clones. */
-    if (ioctl(fd, RNDADDENTROPY, &req) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0) {
+    if (fd < 0 || ioctl(fd, RNDADDENTROPY, info) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0) {
         r = -errno;
     }
-    explicit_bzero(&req, sizeof(req));
+    explicit_bzero(info, sizeof(*info) + n);
+    free(info);
     close_safe(fd);
     return r;
 }

@@ -5,8 +5,9 @@
  *   GET    /health                        node status, accelerator
  *   GET    /v1/templates                  built templates
  *   POST   /v1/templates/{name}/build     build (or confirm cached) from the recipe -> template
- *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?} -> 201 sandbox
- *                                         (200 when `id` already runs here: idempotent)
+ *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?, snapshot?}
+ *                                         -> 201 sandbox (200 when `id` already runs here:
+ *                                         idempotent; snapshot: false forces a cold boot)
  *   GET    /v1/instances                  {instances: [...]}: every VM, bound to a sandbox or not
  *   GET    /v1/sandboxes                  {sandboxes: [...]}
  *   GET    /v1/sandboxes/{id}             sandbox
@@ -396,6 +397,12 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         http_util_reply_error(req, 400, "'init' must be an object");
         goto out;
     }
+    /* "snapshot": false forces a cold boot (space bench compares the two in one run). */
+    json_t *snap = json_object_get(body, "snapshot");
+    if (snap && !json_is_boolean(snap)) {
+        http_util_reply_error(req, 400, "'snapshot' must be a boolean");
+        goto out;
+    }
     json_t *net = json_object_get(body, "network");
     if (net && !json_is_object(net)) {
         http_util_reply_error(req, 400, "'network' must be an object (a native egress policy)");
@@ -434,6 +441,7 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     }
     r = vm_new(template_name, vcpus, memory, &vm);
     if (r >= 0) {
+        vm->cold_boot = json_is_false(snap);
         r = manager_bind(m, vm, id); /* persisted by the create job's first record */
     }
     if (r >= 0 && init) {

@@ -571,7 +571,8 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
 {
     struct snapshot *snap = NULL;
 
-    if (snapshot_get(host, vm->rec.template_name, vm->rec.vcpus, vm->rec.memory_mib, &snap) == 0) {
+    if (!vm->cold_boot &&
+        snapshot_get(host, vm->rec.template_name, vm->rec.vcpus, vm->rec.memory_mib, &snap) == 0) {
         int r = vm_create_with(host, vm, CREATE_RESTORE, snap, ret);
         if (r >= 0) {
             snapshot_unref(snap);

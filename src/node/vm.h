@@ -46,6 +46,7 @@ struct vm {
     struct vm_timing timing;
     unsigned busy;   /* workers using this vm besides its owner (exec) */
     char *init_json; /* body for the agent's POST /init after boot (envd), or NULL */
+    bool cold_boot;  /* never restore from a snapshot (create's "snapshot": false) */
     /* The egress sockets in its namespace (netslot_open_listeners()), -EBADF until the
      * gateway client opens them; closed by vm_free(). Loop thread only. */
     int dns_fd, gateway_fd;
