@@ -181,6 +181,7 @@ static int suspend_restore(const char *data_dir, const char *template)
     if (r < 0) {
         goto out;
     }
+    json_object_set_new(out, "iid", json_string(vm->rec.iid));
     json_object_set_new(out, "before", json_string(before));
     json_object_set_new(out, "after", json_string(after));
     json_object_set_new(out, "later", json_string(later));
