@@ -464,6 +464,9 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
     t = now_monotonic();
     r = mode == CREATE_RESTORE ? runtime_restore(host->runtime, &cfg, snapshot_dir(snap), &rt)
                                : runtime_boot(host->runtime, &cfg, &rt);
+    if (r >= 0 && mode == CREATE_RESTORE) {
+        r = fault_point("create.restore");
+    }
     if (r < 0 && mode == CREATE_RESTORE) {
         ret->snapshot_suspect = true;
     }

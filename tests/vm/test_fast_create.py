@@ -80,3 +80,21 @@ def test_corrupt_snapshot_is_rebuilt_not_restored(node):
     with node_sandbox(node) as sb:
         assert sb["timings_ms"]["mode"] == "restore", sb
         assert sh(node, sb["id"], "echo ok") == "ok\n"
+
+
+def test_failed_restore_falls_back_to_cold_boot(node):
+    node.stop()
+    os.environ["SPACE_FAULT"] = "create.restore:fail"
+    try:
+        node.start()
+    finally:
+        del os.environ["SPACE_FAULT"]
+    wait_snapshot_ready(node)  # verified by this node process: a create restores from it
+    with node_sandbox(node) as sb:
+        assert sb["timings_ms"]["mode"] == "boot", sb
+        assert sh(node, sb["id"], "echo ok") == "ok\n"
+    assert "failed, cold booting" in open(node.log_path).read()
+    # The failure made the node verify the snapshot again; it is sound, so it is ready again.
+    wait_snapshot_ready(node)
+    node.stop()
+    node.start()
