@@ -5,8 +5,9 @@
  *   GET    /health                        node status, accelerator
  *   GET    /v1/templates                  built templates
  *   POST   /v1/templates/{name}/build     build (or confirm cached) from the recipe -> template
- *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?} -> 201 sandbox
- *                                         (200 when `id` already runs here: idempotent)
+ *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?, snapshot?}
+ *                                         -> 201 sandbox (200 when `id` already runs here:
+ *                                         idempotent; snapshot: false forces a cold boot)
  *   GET    /v1/instances                  {instances: [...]}: every VM, bound to a sandbox or not
  *   GET    /v1/sandboxes                  {sandboxes: [...]}
  *   GET    /v1/sandboxes/{id}             sandbox
@@ -48,6 +49,7 @@
 #include "basic/parse-util.h"
 #include "gw/policy.h"
 #include "node/manager.h"
+#include "node/snapshot.h"
 #include "shared/gw-proto.h"
 #include "shared/http-util.h"
 #include "shared/sandbox-id.h"
@@ -63,14 +65,14 @@
 static json_t *vm_to_json(const struct vm *vm)
 {
     const struct instance_record *rec = &vm->rec;
-    json_t *j =
-        json_pack("{s:s?, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f}}", "id",
-                  rec->sandbox_id[0] ? rec->sandbox_id : NULL, "instance_id", rec->iid, "template",
-                  rec->template_name, "state", vm_state_to_string(rec->state), "vcpus",
-                  (int)rec->vcpus, "memory_mb", (int)rec->memory_mib, "created_at_us",
-                  (json_int_t)rec->created_at, "timings_ms", "clone", vm->timing.clone / 1000.0,
-                  "network", vm->timing.network / 1000.0, "vmm", vm->timing.vmm / 1000.0, "boot",
-                  vm->timing.boot / 1000.0, "total", vm->timing.total / 1000.0);
+    json_t *j = json_pack(
+        "{s:s?, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f, s:s}}", "id",
+        rec->sandbox_id[0] ? rec->sandbox_id : NULL, "instance_id", rec->iid, "template",
+        rec->template_name, "state", vm_state_to_string(rec->state), "vcpus", (int)rec->vcpus,
+        "memory_mb", (int)rec->memory_mib, "created_at_us", (json_int_t)rec->created_at,
+        "timings_ms", "clone", vm->timing.clone / 1000.0, "network", vm->timing.network / 1000.0,
+        "vmm", vm->timing.vmm / 1000.0, "boot", vm->timing.boot / 1000.0, "total",
+        vm->timing.total / 1000.0, "mode", vm->timing.restored ? "restore" : "boot");
     if (j && vm->rt) {
         json_object_set_new(j, "pid", json_integer(runtime_pid(vm->rt)));
     }
@@ -127,7 +129,13 @@ static void handle_templates(struct manager *m, struct evhttp_request *req)
         json_t *t = json_loads(text, 0, &err);
         free(text);
         if (t) {
+            /* Listing a template also starts its snapshot (default size) when it has none
+             * yet: snapshot.h; "snapshot" says where that is. */
+            snapshot_prepare(&m->host, de->d_name, m->default_vcpus, m->default_memory_mib);
             json_object_set_new(t, "name", json_string(de->d_name));
+            json_object_set_new(
+                t, "snapshot",
+                json_string(snapshot_status(de->d_name, m->default_vcpus, m->default_memory_mib)));
             json_array_append_new(list, t);
         }
     }
@@ -389,6 +397,12 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         http_util_reply_error(req, 400, "'init' must be an object");
         goto out;
     }
+    /* "snapshot": false forces a cold boot (space bench compares the two in one run). */
+    json_t *snap = json_object_get(body, "snapshot");
+    if (snap && !json_is_boolean(snap)) {
+        http_util_reply_error(req, 400, "'snapshot' must be a boolean");
+        goto out;
+    }
     json_t *net = json_object_get(body, "network");
     if (net && !json_is_object(net)) {
         http_util_reply_error(req, 400, "'network' must be an object (a native egress policy)");
@@ -439,6 +453,7 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     }
     r = vm_new(template_name, vcpus, memory, &vm);
     if (r >= 0) {
+        vm->cold_boot = json_is_false(snap);
         r = manager_bind(m, vm, id); /* persisted by the create job's first record */
     }
     if (r >= 0 && init) {

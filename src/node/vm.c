@@ -31,9 +31,11 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/proc-util.h"
+#include "basic/random-util.h"
 #include "basic/strbuf.h"
 #include "node/clone.h"
 #include "node/netslot.h"
+#include "node/snapshot.h"
 #include "shared/connect.h"
 #include "shared/http-client.h"
 
@@ -131,17 +133,8 @@ int vm_save_record(const struct vm_host *host, const struct instance_record *rec
     return r;
 }
 
-/* Fills a runtime config whose strings live in the caller's buffers. */
-struct vm_paths {
-    char dir[PATH_MAX];
-    char kernel[PATH_MAX + 16];
-    char initrd[PATH_MAX + 16];
-    char rootfs[PATH_MAX + 16];
-    char netns[PATH_MAX];
-};
-
-static int vm_runtime_config(const struct vm_host *host, const struct instance_record *rec,
-                             bool need_template, struct vm_paths *p, struct runtime_config *cfg)
+int vm_runtime_config(const struct vm_host *host, const struct instance_record *rec,
+                      bool need_template, struct vm_paths *p, struct runtime_config *cfg)
 {
     char tdir[PATH_MAX];
     int r;
@@ -286,12 +279,6 @@ static int vm_agent_init(struct runtime_vm *rt, const char *body, char **ret_err
     return vm_agent_request(rt, &req, 2 * USEC_PER_SEC, 10 * USEC_PER_SEC, ret_error);
 }
 
-/* POST /init to the agent: sandbox env, access token, default user, clock (envd's /init). */
-static int vm_post_init(const struct vm *vm, struct runtime_vm *rt, char **ret_error)
-{
-    return vm_agent_init(rt, vm->init_json, ret_error);
-}
-
 int vm_send_init(const struct vm *vm, const char *body, char **ret_error)
 {
     if (!vm->rt) {
@@ -353,9 +340,60 @@ static int vm_wait_ready(const struct vm_host *host, struct runtime_vm *rt)
     }
 }
 
-int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret)
+/*
+ * The re-identification of a guest (architecture.md "Fast create"): vm's own
+ * /init fields (env, access token, default user) plus what makes it this
+ * sandbox and no other, even when it is the n-th restore of one snapshot:
+ * hostname, machine-id, fresh entropy the agent mixes into the guest CRNG and
+ * reseeds it with, and the host's clock. Caller frees.
+ */
+static char *vm_identity_json(const struct vm *vm)
+{
+    char machine_id[33], stamp[64], entropy_b64[128];
+    unsigned char entropy[64];
+    struct timespec now;
+    struct tm tm;
+    json_error_t err;
+    json_t *j = vm->init_json ? json_loads(vm->init_json, 0, &err) : json_object();
+    char *text = NULL;
+
+    if (!json_is_object(j) || random_hex(machine_id, 16) < 0 ||
+        random_bytes(entropy, sizeof(entropy)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    base64_encode(entropy, sizeof(entropy), entropy_b64);
+    explicit_bzero(entropy, sizeof(entropy));
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    size_t n = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(stamp + n, sizeof(stamp) - n, ".%06ldZ", now.tv_nsec / 1000);
+    const char *hostname = vm->rec.sandbox_id[0] ? vm->rec.sandbox_id : vm->rec.iid;
+    if (json_object_set_new(j, "hostname", json_string(hostname)) < 0 ||
+        json_object_set_new(j, "machineId", json_string(machine_id)) < 0 ||
+        json_object_set_new(j, "entropy", json_string(entropy_b64)) < 0 ||
+        json_object_set_new(j, "timestamp", json_string(stamp)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    explicit_bzero(entropy_b64, sizeof(entropy_b64));
+    return text;
+}
+
+enum create_mode {
+    CREATE_BOOT,    /* cold boot: a kernel boots */
+    CREATE_RESTORE, /* restore of the template's snapshot (snapshot.h) */
+    CREATE_SOURCE,  /* cold boot with shared RAM, no /init, never marked running: the
+                       VM a template snapshot is taken of (snapshot.c) */
+};
+
+static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum create_mode mode,
+                          struct snapshot *snap, struct vm_create_result *ret)
 {
     struct instance_record rec = vm->rec; /* this job's copy: the loop owns vm->rec */
+    char *identity = NULL;
     struct runtime_config cfg;
     struct vm_paths p = { .dir = "" };
     char tdir[PATH_MAX], src[PATH_MAX + 16];
@@ -370,6 +408,12 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     r = vm_runtime_config(host, &rec, true, &p, &cfg);
     if (r < 0) {
         goto fail;
+    }
+    if (mode == CREATE_RESTORE) {
+        cfg.memory = RUNTIME_MEMORY_PRIVATE;
+        cfg.memory_fd = snapshot_memory_fd(snap);
+    } else if (mode == CREATE_SOURCE) {
+        cfg.memory = RUNTIME_MEMORY_SHARED;
     }
     step = "make instance directory";
     r = mkdir_p(p.dir, 0700);
@@ -389,7 +433,9 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     if (r < 0) {
         goto fail;
     }
-    snprintf(src, sizeof(src), "%s/rootfs.ext4", tdir);
+    /* A restore continues from the disk as it was when its snapshot was taken. */
+    snprintf(src, sizeof(src), "%s/rootfs.ext4",
+             mode == CREATE_RESTORE ? snapshot_dir(snap) : tdir);
     r = clone_file(src, p.rootfs, &reflinked);
     if (r >= 0) {
         r = fault_point("create.clone");
@@ -414,9 +460,16 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     }
     ret->timing.network = now_monotonic() - t;
 
-    step = "start vmm";
+    step = mode == CREATE_RESTORE ? "restore vmm" : "start vmm";
     t = now_monotonic();
-    r = runtime_boot(host->runtime, &cfg, &rt);
+    r = mode == CREATE_RESTORE ? runtime_restore(host->runtime, &cfg, snapshot_dir(snap), &rt)
+                               : runtime_boot(host->runtime, &cfg, &rt);
+    if (r >= 0 && mode == CREATE_RESTORE) {
+        r = fault_point("create.restore");
+    }
+    if (r < 0 && mode == CREATE_RESTORE) {
+        ret->snapshot_suspect = true;
+    }
     if (r >= 0) {
         r = fault_point("create.vmm");
     }
@@ -439,7 +492,13 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
 
     step = "wait for agent";
     t = now_monotonic();
-    r = vm_wait_ready(host, rt);
+    r = mode == CREATE_RESTORE ? runtime_resume(rt) : 0;
+    if (r >= 0) {
+        r = vm_wait_ready(host, rt);
+    }
+    if (r < 0 && mode == CREATE_RESTORE) {
+        ret->snapshot_suspect = true;
+    }
     if (r >= 0) {
         r = fault_point("create.ready");
     }
@@ -448,21 +507,27 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     }
     ret->timing.boot = now_monotonic() - t;
 
-    if (vm->init_json) {
+    if (mode != CREATE_SOURCE) {
+        /* Every sandbox, booted or restored, gets its own identity (vm_identity_json()). */
         step = "initialise agent";
-        r = vm_post_init(vm, rt, &agent_error);
+        identity = vm_identity_json(vm);
+        r = identity ? vm_agent_init(rt, identity, &agent_error) : -ENOMEM;
         if (r >= 0) {
             r = fault_point("create.init");
         }
         if (r < 0) {
             goto fail;
         }
-        init_json_ca(vm->init_json, rec.ca_given); /* the agent has it now */
+        if (vm->init_json) {
+            init_json_ca(vm->init_json, rec.ca_given); /* the agent has it now */
+        }
     }
     ret->timing.total = now_monotonic() - t0;
+    ret->timing.restored = mode == CREATE_RESTORE;
 
-    /* Durable first: the loop marks the vm running only after this is on disk. */
-    rec.state = VM_RUNNING;
+    /* Durable first: the loop marks the vm running only after this is on disk. A
+     * snapshot source stays CREATING: a node that crashes before it is done removes it. */
+    rec.state = mode == CREATE_SOURCE ? VM_CREATING : VM_RUNNING;
     r = vm_save_record(host, &rec);
     if (r >= 0) {
         r = fault_point("create.running");
@@ -474,9 +539,11 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     ret->rt = rt;
     ret->pid = rec.pid;
     ret->pid_start_time = rec.pid_start_time;
+    free(identity);
     return 0;
 
 fail:;
+    free(identity);
     struct strbuf sb = STRBUF_INIT;
     char *console = file_tail(p.dir, "console.log", 2048);
     char *qemu = file_tail(p.dir, "qemu.log", 1024);
@@ -501,6 +568,34 @@ fail:;
     }
     (void)vm_destroy(host, vm);
     return r;
+}
+
+int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret)
+{
+    struct snapshot *snap = NULL;
+
+    if (!vm->cold_boot &&
+        snapshot_get(host, vm->rec.template_name, vm->rec.vcpus, vm->rec.memory_mib, &snap) == 0) {
+        int r = vm_create_with(host, vm, CREATE_RESTORE, snap, ret);
+        if (r >= 0) {
+            snapshot_unref(snap);
+            return r;
+        }
+        /* Everything the restore made is gone again (vm_create_with() cleans up). */
+        log_sandbox_warning(vm->rec.iid, "restore from snapshot '%s' failed, cold booting: %s",
+                            snapshot_dir(snap), ret->error ? ret->error : strerror(-r));
+        if (ret->snapshot_suspect) {
+            snapshot_suspect(snap);
+        }
+        snapshot_unref(snap);
+        free(ret->error);
+    }
+    return vm_create_with(host, vm, CREATE_BOOT, NULL, ret);
+}
+
+int vm_create_source(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret)
+{
+    return vm_create_with(host, vm, CREATE_SOURCE, NULL, ret);
 }
 
 int vm_destroy(const struct vm_host *host, const struct vm *vm)
