@@ -42,6 +42,10 @@ static const struct route {
     { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}", http_sandbox_kill, AUTH_KEY, ID_SANDBOX, "wait" },
     { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/timeout", http_sandbox_timeout, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/exec", http_sandbox_exec, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/pause", http_sandbox_pause, AUTH_KEY, ID_SANDBOX,
+      "wait" },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/resume", http_sandbox_resume, AUTH_KEY, ID_SANDBOX,
+      "wait" },
     { EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/network", http_sandbox_network, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/egress", http_sandbox_egress, AUTH_KEY, ID_SANDBOX,
       "verdict proto after limit" },
@@ -69,6 +73,7 @@ static const struct route {
     { EVHTTP_REQ_POST, "/sandboxes/{id}/connect", e2b_sandbox_connect, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_POST, "/v2/sandboxes/{id}/connect", e2b_sandbox_connect, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_POST, "/sandboxes/{id}/resume", e2b_sandbox_resume, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/sandboxes/{id}/pause", e2b_sandbox_pause, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_GET, "/sandboxes/{id}/metrics", e2b_sandbox_metrics, AUTH_KEY, ID_SANDBOX,
       "start end" },
     { EVHTTP_REQ_GET, "/sandboxes/{id}/logs", e2b_sandbox_logs, AUTH_KEY, ID_SANDBOX,
@@ -80,8 +85,6 @@ static const struct route {
      * is missing: a 404 would read as "false"/"not found" to the SDK (kill, deleteSnapshot,
      * Template.exists) instead of as an error.
      */
-    { EVHTTP_REQ_POST, "/sandboxes/{id}/pause", e2b_not_implemented, AUTH_KEY, ID_SANDBOX, Q_ANY,
-      "pause (Sandbox.pause)" },
     { EVHTTP_REQ_POST, "/sandboxes/{id}/fork", e2b_not_implemented, AUTH_KEY, ID_SANDBOX, Q_ANY,
       "fork (Sandbox.fork)" },
     { EVHTTP_REQ_POST, "/sandboxes/{id}/snapshots", e2b_not_implemented, AUTH_KEY, ID_SANDBOX,

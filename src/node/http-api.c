@@ -14,7 +14,9 @@
  *   POST   /v1/sandboxes/{id}/exec        {cmd, args, env, cwd, user, timeout_ms}
  *                                         -> {exit_code, exited, status, stdout_b64, stderr_b64}
  *   PUT    /v1/sandboxes/{id}/network     native egress policy -> 200 {} (400 when invalid)
- *   GET    /v1/egress-audit?after=SEQ&limit=N   {epoch, records, next} (egress-audit.h)
+ *   POST   /v1/sandboxes/{id}/pause       QMP stop; recorded paused -> 200 sandbox (409 wrong
+ * state) POST   /v1/sandboxes/{id}/resume      QMP cont, guest clock re-synced -> 200 sandbox GET
+ * /v1/egress-audit?after=SEQ&limit=N   {epoch, records, next} (egress-audit.h)
  *
  * Create takes `network` (the native egress policy, src/gw/policy.h; absent
  * = deny everything), kept in instance.json and handed to space-gw; when the
@@ -537,6 +539,104 @@ static void handle_kill(struct manager *m, struct evhttp_request *req, struct vm
     manager_egress_detach(m, vm);
 }
 
+/* ---- POST /v1/sandboxes/{id}/pause, /resume ---- */
+
+/*
+ * Pause keeps everything but the vCPUs: memory stays committed, the netns, tap and the
+ * space-gw attachment stay (guest connections stall; nothing is torn down). Both verbs
+ * are idempotent (a paused VM asked to pause, a running one asked to resume, answer 200):
+ * the control plane re-runs an operation whose outcome it did not record. A verb from
+ * any other state is 409 naming it.
+ */
+struct pause_job {
+    struct manager *m;
+    struct evhttp_request *req;
+    struct vm *vm;
+    bool resume;
+    usec_t started;
+    int r;
+    char *error;
+};
+
+static void pause_work(void *p)
+{
+    struct pause_job *j = p;
+    j->r = j->resume ? vm_resume(&j->m->host, j->vm, &j->error) : vm_pause(&j->m->host, j->vm);
+}
+
+static void pause_done(void *p)
+{
+    struct pause_job *j = p;
+    struct manager *m = j->m;
+    struct vm *vm = j->vm;
+    const char *verb = j->resume ? "resume" : "pause";
+    enum vm_state ok = j->resume ? VM_RUNNING : VM_PAUSED,
+                  back = j->resume ? VM_PAUSED : VM_RUNNING;
+
+    vm->busy--;
+    if (vm_state(vm) == VM_STOPPED) {
+        /* Cannot happen while we hold the transitional state; kept for safety. */
+        http_util_reply_error(j->req, 404, "sandbox '%s' not found", vm_sandbox_id(vm));
+    } else if (j->r < 0) {
+        vm_set_state(vm, back);
+        log_sandbox_warning_errno(vm_sandbox_id(vm), j->r, "%s of instance %s failed: %m", verb,
+                                  vm->rec.iid);
+        http_util_reply_error(j->req, j->r == -ENOENT ? 404 : 500, "cannot %s sandbox: %s", verb,
+                              strerror(-j->r));
+    } else {
+        vm_set_state(vm, ok);
+        double ms = (now_monotonic() - j->started) / 1000.0;
+        log_sandbox_info(vm_sandbox_id(vm), "%sd instance %s in %.1f ms%s%s", verb, vm->rec.iid, ms,
+                         j->error ? "; clock not re-synced: " : "", j->error ? j->error : "");
+        json_t *res = vm_to_json(vm);
+        if (res) {
+            json_object_set_new(res, j->resume ? "resume_ms" : "pause_ms", json_real(ms));
+        }
+        http_util_reply_json(j->req, 200, res);
+    }
+    if (vm_state(vm) == VM_STOPPED && vm->busy == 0) {
+        vm_free(vm);
+    }
+    free(j->error);
+    free(j);
+    manager_job_finished(m);
+}
+
+static void handle_pause(struct manager *m, struct evhttp_request *req, struct vm *vm, bool resume)
+{
+    enum vm_state from = resume ? VM_PAUSED : VM_RUNNING, to = resume ? VM_RESUMING : VM_PAUSING;
+    enum vm_state done = resume ? VM_RUNNING : VM_PAUSED;
+    struct pause_job *j;
+    int r;
+
+    if (vm_state(vm) == done) {
+        http_util_reply_json(req, 200, vm_to_json(vm)); /* idempotent: already there */
+        return;
+    }
+    if (vm_state(vm) != from || !vm->rt) {
+        http_util_reply_error(req, 409, "sandbox '%s' is %s; %s needs it %s", vm_sandbox_id(vm),
+                              vm_state_to_string(vm_state(vm)), resume ? "resume" : "pause",
+                              vm_state_to_string(from));
+        return;
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        http_util_reply_error(req, 500, "out of memory");
+        return;
+    }
+    *j = (struct pause_job){
+        .m = m, .req = req, .vm = vm, .resume = resume, .started = now_monotonic()
+    };
+    r = manager_run_job(m, pause_work, pause_done, j);
+    if (r < 0) {
+        free(j);
+        reply_no_worker(req, r);
+        return;
+    }
+    vm->busy++;
+    vm_set_state(vm, to);
+}
+
 /* ---- PUT /v1/sandboxes/{id}/network ---- */
 
 /*
@@ -737,9 +837,11 @@ static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm
     size_t i = 0;
 
     if (vm_state(vm) != VM_RUNNING) {
-        http_util_reply_error(req, vm_state(vm) == VM_CREATING ? 409 : 404, "sandbox '%s' is %s",
-                              vm_sandbox_id(vm),
-                              vm_state(vm) == VM_CREATING ? "still being created" : "not running");
+        bool alive = vm_state(vm) != VM_STOPPING && vm_state(vm) != VM_STOPPED;
+        http_util_reply_error(req, alive ? 409 : 404, "sandbox '%s' is %s", vm_sandbox_id(vm),
+                              vm_state(vm) == VM_CREATING ? "still being created"
+                              : alive                     ? vm_state_to_string(vm_state(vm))
+                                                          : "not running");
         return;
     }
     body = http_util_body_json(req);
@@ -918,6 +1020,10 @@ static void dispatch(struct evhttp_request *req, void *userdata)
             handle_exec(m, req, vm);
         } else if (strcmp(rest, "/network") == 0 && method == EVHTTP_REQ_PUT) {
             handle_network(m, req, vm);
+        } else if (strcmp(rest, "/pause") == 0 && method == EVHTTP_REQ_POST) {
+            handle_pause(m, req, vm, false);
+        } else if (strcmp(rest, "/resume") == 0 && method == EVHTTP_REQ_POST) {
+            handle_pause(m, req, vm, true);
         } else {
             http_util_reply_error(req, 404, "no route for %s", path);
         }

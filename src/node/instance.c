@@ -147,8 +147,9 @@ enum instance_verdict instance_reattach_verdict(const struct instance_record *re
 
     if (!probe->record_ok) {
         why = "no readable instance record";
-    } else if (rec->state != VM_RUNNING) {
-        why = "it was not running (unfinished create or destroy)";
+    } else if (rec->state != VM_RUNNING && rec->state != VM_PAUSED) {
+        /* Paused is settled too: its VMM holds the guest's memory, stopped, and stays so. */
+        why = "it was neither running nor paused (unfinished create, destroy or pause)";
     } else if (!instance_is_bound(rec)) {
         why = "it is bound to no sandbox";
     } else if (rec->pid <= 1 || rec->pid_start_time == 0) {

@@ -94,7 +94,7 @@ enum instance_verdict {
 };
 
 /*
- * Re-attach only a running, bound instance whose VMM is the very process
+ * Re-attach only a running (or paused), bound instance whose VMM is the very process
  * the record names (pid and start time) and whose netns exists; destroy
  * everything else. *reason (may be NULL) gets a static explanation.
  */

@@ -180,7 +180,13 @@ static void test_reattach_verdict(void **state)
     p.netns_exists = false;
     assert_int_equal(instance_reattach_verdict(&rec, &p, NULL), INSTANCE_DESTROY);
 
-    const enum vm_state unfinished[] = { VM_CREATING, VM_STOPPING, VM_STOPPED };
+    /* A paused VM is settled: a node restarted while it was paused finds it paused. */
+    struct instance_record paused = running();
+    paused.state = VM_PAUSED;
+    assert_int_equal(instance_reattach_verdict(&paused, &ok, NULL), INSTANCE_REATTACH);
+
+    const enum vm_state unfinished[] = { VM_CREATING, VM_STOPPING, VM_STOPPED, VM_PAUSING,
+                                         VM_RESUMING };
     for (size_t i = 0; i < sizeof(unfinished) / sizeof(unfinished[0]); i++) {
         struct instance_record r = running();
         r.state = unfinished[i];

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/base64.h"
@@ -894,4 +895,101 @@ int vm_reconcile(const struct vm_host *host, vm_adopt_cb cb, void *userdata)
     }
     closedir(d);
     return 0;
+}
+
+/* ---- pause / resume (memory stays resident) ---- */
+
+/* "2026-12-02T03:14:05.123456Z": the agent's /init timestamp (state_parse_rfc3339()). */
+static void format_rfc3339(usec_t t, char out[40])
+{
+    time_t s = (time_t)(t / USEC_PER_SEC);
+    struct tm tm;
+
+    gmtime_r(&s, &tm);
+    snprintf(out, 40, "%04d-%02d-%02dT%02d:%02d:%02d.%06uZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(t % USEC_PER_SEC));
+}
+
+int vm_pause(const struct vm_host *host, const struct vm *vm)
+{
+    struct instance_record rec = vm->rec; /* this job's copy: the loop owns vm->rec */
+    int r;
+
+    if (!vm->rt) {
+        return -ENOENT;
+    }
+    /* QMP stop is idempotent: a re-run after a crash between it and the save finds the
+     * vCPUs stopped already and only writes the record. */
+    r = runtime_pause(vm->rt);
+    if (r >= 0) {
+        r = fault_point("pause.stopped");
+    }
+    if (r < 0) {
+        return r;
+    }
+    /* Durable before the loop calls it paused: a node restarted now re-attaches it paused. */
+    rec.state = VM_PAUSED;
+    r = vm_save_record(host, &rec);
+    if (r < 0) {
+        /* Not recorded: give the guest its vCPUs back so record and VM agree. */
+        (void)runtime_resume(vm->rt);
+    }
+    return r;
+}
+
+char *vm_clock_init_body(const struct instance_record *rec, usec_t now)
+{
+    char ts[40];
+    json_t *j;
+    char *text;
+
+    format_rfc3339(now, ts);
+    j = json_pack("{s:s}", "timestamp", ts);
+    /* The agent takes an /init only from a caller that proves its token. */
+    if (j && rec->access_token[0] &&
+        json_object_set_new(j, "accessToken", json_string(rec->access_token)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return text;
+}
+
+int vm_resume(const struct vm_host *host, const struct vm *vm, char **ret_error)
+{
+    struct instance_record rec = vm->rec;
+    char *body = NULL;
+    int r;
+
+    if (!vm->rt) {
+        return -ENOENT;
+    }
+    r = runtime_resume(vm->rt);
+    if (r >= 0) {
+        r = fault_point("resume.cont");
+    }
+    if (r < 0) {
+        return r;
+    }
+    /*
+     * The guest's clock stood still while it was stopped (TCG and KVM alike: the guest
+     * sees no time pass): step it to ours, as envd's /init after a resume does. A guest
+     * that does not answer is still running; its clock is the only thing off, so it is
+     * logged, not undone.
+     */
+    body = vm_clock_init_body(&rec, now_realtime());
+    if (!body) {
+        r = -ENOMEM;
+    } else {
+        r = vm_agent_init(vm->rt, body, ret_error);
+    }
+    free(body);
+    if (r < 0) {
+        log_sandbox_warning_errno(rec.sandbox_id, r,
+                                  "instance %s resumed, but its clock was not re-synced: %s%m",
+                                  rec.iid, ret_error && *ret_error ? *ret_error : "");
+    }
+    rec.state = VM_RUNNING;
+    return vm_save_record(host, &rec);
 }

@@ -140,6 +140,22 @@ void vm_ca_fingerprint(const char *pem, char out[VM_CA_FINGERPRINT_LEN + 1]);
 /* Loop thread: the fingerprint of the CA vm's agent has ("" = none). */
 const char *vm_ca_given(struct vm *vm);
 
+/*
+ * Worker: stops vm's vCPUs (QMP stop; memory, disk and network stay as they are), then
+ * records it paused in instance.json, so a node restarted later re-attaches it paused.
+ * Idempotent. 0 or -errno (-ENOENT: no VMM); on a failed save the VM is resumed again.
+ */
+int vm_pause(const struct vm_host *host, const struct vm *vm);
+/*
+ * Worker: resumes vm's vCPUs, steps the guest clock through the agent's /init
+ * `timestamp` (the time stood still for the guest while it was paused), and records it
+ * running. A clock re-sync the agent refuses is logged (*ret_error says why), not fatal:
+ * the guest runs. Idempotent on a running VM.
+ */
+int vm_resume(const struct vm_host *host, const struct vm *vm, char **ret_error);
+/* The /init body that steps the guest's clock to now (realtime): {timestamp, accessToken?}. */
+char *vm_clock_init_body(const struct instance_record *rec, usec_t now);
+
 /* Persists rec to instances/<iid>/instance.json (atomically). Any thread. */
 int vm_save_record(const struct vm_host *host, const struct instance_record *rec);
 
