@@ -122,10 +122,21 @@ static void run_resume(struct op_job *j)
     run_node_verb(j, "resume");
 }
 
+static void run_suspend(struct op_job *j)
+{
+    run_node_verb(j, "suspend");
+}
+
+static void run_restore(struct op_job *j)
+{
+    run_node_verb(j, "restore");
+}
+
 /* The implemented kinds (operation.h); a kind without a runner ends with 501. */
 static const op_run_fn op_runners[_OPERATION_KIND_MAX] = {
     [OPERATION_KIND_CREATE] = run_create,   [OPERATION_KIND_KILL] = run_kill,
     [OPERATION_KIND_PAUSE] = run_pause,     [OPERATION_KIND_RESUME] = run_resume,
+    [OPERATION_KIND_SUSPEND] = run_suspend, [OPERATION_KIND_RESTORE] = run_restore,
     [OPERATION_KIND_NETWORK] = run_network,
 };
 
@@ -942,7 +953,7 @@ static void sync_done(void *p)
     struct sync_job *j = p;
     struct manager *m = j->m;
     /* A paused sandbox lives on its node too (its memory is there). */
-    static const char *const live[] = { SANDBOX_STATE_RUNNING, "paused", NULL };
+    static const char *const live[] = { SANDBOX_STATE_RUNNING, "paused", "suspended", NULL };
     struct store_sandbox_filter f = { .states = live };
     struct store_sandbox *list = NULL;
     size_t n = 0, i;

@@ -258,9 +258,9 @@ static void verb_waited(struct manager *m, struct evhttp_request *req,
 }
 
 /*
- * POST /v1/sandboxes/{id}/pause | resume: an operation (202 {operation_id, sandbox}), or
- * with ?wait=true the sandbox once it ended (200). A verb from a state its row does not
- * start from is 409 naming the state (a second pause: "sandbox 'x' is paused").
+ * POST /v1/sandboxes/{id}/pause | resume | suspend | restore: an operation (202 {operation_id,
+ * sandbox}), or with ?wait=true the sandbox once it ended (200). A verb from a state its row does
+ * not start from is 409 naming the state (a second pause: "sandbox 'x' is paused").
  */
 static void lifecycle_verb(struct request_ctx *c, enum operation_kind kind, const char *verb)
 {
@@ -299,6 +299,16 @@ void http_sandbox_pause(struct request_ctx *c)
 void http_sandbox_resume(struct request_ctx *c)
 {
     lifecycle_verb(c, OPERATION_KIND_RESUME, "resume");
+}
+
+void http_sandbox_suspend(struct request_ctx *c)
+{
+    lifecycle_verb(c, OPERATION_KIND_SUSPEND, "suspend");
+}
+
+void http_sandbox_restore(struct request_ctx *c)
+{
+    lifecycle_verb(c, OPERATION_KIND_RESTORE, "restore");
 }
 
 void http_sandbox_timeout(struct request_ctx *c)

@@ -48,6 +48,8 @@ void http_sandbox_timeout(struct request_ctx *c);
 void http_sandbox_exec(struct request_ctx *c);
 void http_sandbox_pause(struct request_ctx *c);
 void http_sandbox_resume(struct request_ctx *c);
+void http_sandbox_suspend(struct request_ctx *c);
+void http_sandbox_restore(struct request_ctx *c);
 void http_operation_get(struct request_ctx *c);
 void http_operation_wait(struct request_ctx *c);
 void http_templates_list(struct request_ctx *c);

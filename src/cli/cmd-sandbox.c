@@ -1,5 +1,6 @@
 /*
- * space sandbox create|ls|get|exec|kill|pause|resume (egress and network: cmd-egress.c)
+ * space sandbox create|ls|get|exec|kill|pause|resume|suspend|restore (egress and network:
+ * cmd-egress.c)
  *
  * create prints the new id alone on stdout; exec passes the guest's stdout
  * and stderr through byte for byte and exits with the command's exit code
@@ -207,7 +208,7 @@ static int sandbox_kill(int argc, char **argv)
 }
 
 /*
- * pause|resume ID...: waits for each operation and prints the state it ended in
+ * pause|resume|suspend|restore ID...: waits for each operation and prints the state it ended in
  * ("abc... paused"); a sandbox in the wrong state fails with the API's 409 message.
  */
 static int sandbox_verb(int argc, char **argv, const char *verb)
@@ -243,6 +244,16 @@ static int sandbox_pause(int argc, char **argv)
 static int sandbox_resume(int argc, char **argv)
 {
     return sandbox_verb(argc, argv, "resume");
+}
+
+static int sandbox_suspend(int argc, char **argv)
+{
+    return sandbox_verb(argc, argv, "suspend");
+}
+
+static int sandbox_restore(int argc, char **argv)
+{
+    return sandbox_verb(argc, argv, "restore");
 }
 
 static int write_b64(int fd, const char *b64)
@@ -355,6 +366,8 @@ int cmd_sandbox(int argc, char **argv)
         { "kill", sandbox_kill },
         { "pause", sandbox_pause },
         { "resume", sandbox_resume },
+        { "suspend", sandbox_suspend },
+        { "restore", sandbox_restore },
         { "cp", cmd_cp },
         { "egress", cmd_sandbox_egress },
         { "network", cmd_sandbox_network },
@@ -366,7 +379,7 @@ int cmd_sandbox(int argc, char **argv)
             }
         }
     }
-    fprintf(stderr,
-            "usage: space sandbox create|ls|get|exec|cp|kill|pause|resume|egress|network ...\n");
+    fprintf(stderr, "usage: space sandbox "
+                    "create|ls|get|exec|cp|kill|pause|resume|suspend|restore|egress|network ...\n");
     return 2;
 }

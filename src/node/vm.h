@@ -156,6 +156,35 @@ int vm_resume(const struct vm_host *host, const struct vm *vm, char **ret_error)
 /* The /init body that steps the guest's clock to now (realtime): {timestamp, accessToken?}. */
 char *vm_clock_init_body(const struct instance_record *rec, usec_t now);
 
+/*
+ * Suspend (architecture.md "A sandbox's life"): the VM's memory, device and vCPU state go
+ * to <dir>/suspend/ (runtime_snapshot(), fsync'd; written as suspend.new and renamed), the
+ * disk clone is synced, the record says suspended, and the VMM is stopped: its RAM and
+ * CPU are released. The disk clone and the netns stay (restore needs them; the netns is a
+ * namespace and a tap, no process). Until the record says suspended, any failure or
+ * crash leaves the VM running as before. Worker; *ret_error (may be NULL) says which step
+ * failed.
+ */
+int vm_suspend(const struct vm_host *host, const struct vm *vm, char **ret_error);
+/* <dir>/suspend of instance iid into buf. */
+int vm_suspend_dir(const struct vm_host *host, const char *iid, char *buf, size_t n);
+
+struct vm_restore_result {
+    struct runtime_vm *rt; /* the running VMM on success */
+    pid_t pid;
+    uint64_t pid_start_time;
+    struct vm_timing timing; /* vmm: until the VMM had loaded it; total */
+    char *error;             /* on failure, or a clock re-sync the agent refused (caller frees) */
+};
+
+/*
+ * Restore of a suspended vm: a fresh VMM loads <dir>/suspend (paused), is recorded, resumed,
+ * its clock re-synced, and the record says running; then the snapshot is removed (the
+ * guest's disk moves on from it). Any failure stops the new VMM and leaves the instance
+ * suspended with its snapshot. Worker.
+ */
+int vm_restore(const struct vm_host *host, const struct vm *vm, struct vm_restore_result *ret);
+
 /* Persists rec to instances/<iid>/instance.json (atomically). Any thread. */
 int vm_save_record(const struct vm_host *host, const struct instance_record *rec);
 
