@@ -88,10 +88,56 @@ static void run_network(struct op_job *j)
                                    &j->error);
 }
 
+/*
+ * POST /v1/sandboxes/{id}/<verb> on the node, which answers 200 also when the VM is in the
+ * verb's end state already (a re-run after a crash of ours meets its own earlier work).
+ */
+static void run_node_verb(struct op_job *j, const char *verb)
+{
+    char path[128];
+    json_t *res = NULL;
+
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/%s", j->sb.id, verb);
+    j->r =
+        node_client_call(j->node_socket, "POST", path, NULL, NODE_CLIENT_TIMEOUT, &j->status, &res);
+    if (j->r < 0) {
+        j->status = 502;
+        j->error = strdup(strerror(-j->r));
+    } else if (j->status != 200) {
+        const char *msg = json_string_value(json_object_get(res, "message"));
+        if (asprintf(&j->error, "the node answered %d: %s", j->status, msg ? msg : "") < 0) {
+            j->error = NULL;
+        }
+        j->r = j->status == 404 ? -ENOENT : -EIO;
+    }
+    json_decref(res);
+}
+
+static void run_pause(struct op_job *j)
+{
+    run_node_verb(j, "pause");
+}
+
+static void run_resume(struct op_job *j)
+{
+    run_node_verb(j, "resume");
+}
+
+static void run_suspend(struct op_job *j)
+{
+    run_node_verb(j, "suspend");
+}
+
+static void run_restore(struct op_job *j)
+{
+    run_node_verb(j, "restore");
+}
+
 /* The implemented kinds (operation.h); a kind without a runner ends with 501. */
 static const op_run_fn op_runners[_OPERATION_KIND_MAX] = {
-    [OPERATION_KIND_CREATE] = run_create,
-    [OPERATION_KIND_KILL] = run_kill,
+    [OPERATION_KIND_CREATE] = run_create,   [OPERATION_KIND_KILL] = run_kill,
+    [OPERATION_KIND_PAUSE] = run_pause,     [OPERATION_KIND_RESUME] = run_resume,
+    [OPERATION_KIND_SUSPEND] = run_suspend, [OPERATION_KIND_RESTORE] = run_restore,
     [OPERATION_KIND_NETWORK] = run_network,
 };
 
@@ -944,7 +990,8 @@ static void sync_done(void *p)
 {
     struct sync_job *j = p;
     struct manager *m = j->m;
-    static const char *const live[] = { SANDBOX_STATE_RUNNING, NULL };
+    /* A paused sandbox lives on its node too (its memory is there). */
+    static const char *const live[] = { SANDBOX_STATE_RUNNING, "paused", "suspended", NULL };
     struct store_sandbox_filter f = { .states = live };
     struct store_sandbox *list = NULL;
     size_t n = 0, i;

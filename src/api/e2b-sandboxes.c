@@ -514,16 +514,145 @@ void e2b_sandbox_refresh(struct request_ctx *c)
     evhttp_send_reply(c->req, 204, "No Content", NULL);
 }
 
+/*
+ * E2B's pause and resume (e2b-compat.md "pause/connect"). E2B's pause keeps the sandbox
+ * for later without it running; space maps it to its own pause (memory resident, QMP
+ * stop) until suspend lands, and connect/resume of a paused sandbox to resume. Both block
+ * until the operation ends, as the SDKs expect.
+ */
+struct e2b_wait {
+    int ok_status;     /* 204 (pause) or 201 (resumed) */
+    int64_t timeout_s; /* resume: the TTL connect/resume asked for (never shortens) */
+    char verb[16];
+};
+
+static void verb_finished(struct manager *m, struct evhttp_request *req,
+                          const struct store_operation *op, void *userdata)
+{
+    struct e2b_wait *w = userdata;
+    struct store_sandbox sb = { 0 };
+    json_error_t err;
+
+    if (!op) {
+        controller_reply_unfinished(m, req, "the sandbox did not change state in time");
+        goto out;
+    }
+    if (strcmp(op->state, "succeeded") != 0) {
+        json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
+        int status = (int)json_integer_value(json_object_get(res, "status"));
+        json_decref(res);
+        http_util_reply_error(req, status == 404 || status == 409 ? status : 500,
+                              "cannot %s sandbox: %s", w->verb, op->error ? op->error : "failed");
+        goto out;
+    }
+    if (w->ok_status == 204) {
+        evhttp_send_reply(req, 204, "No Content", NULL);
+        goto out;
+    }
+    /* Resumed: connect's timeout extends the remaining lifetime, never shortens it. */
+    (void)lifecycle_set_timeout(m, op->sandbox_id, w->timeout_s, true);
+    if (lifecycle_get_live(m, op->sandbox_id, &sb) < 0) {
+        http_util_reply_error(req, 404, "sandbox '%s' not found", op->sandbox_id);
+        goto out;
+    }
+    http_util_reply_json(req, w->ok_status, sandbox_to_e2b(&sb, m->domain));
+    store_sandbox_release(&sb);
+out:
+    free(w);
+}
+
+/* Records kind on c->id and waits for it; replies itself on every path. */
+static void e2b_request_and_wait(struct request_ctx *c, enum operation_kind kind, const char *verb,
+                                 int ok_status, int64_t timeout_s)
+{
+    enum sandbox_state state = _SANDBOX_STATE_INVALID;
+    struct e2b_wait *w;
+    char op[33];
+    int r = controller_request(c->m, kind, c->id, op, &state);
+
+    if (r < 0) {
+        lifecycle_reply_request_error(c->req, r, c->id, kind, state);
+        return;
+    }
+    w = calloc(1, sizeof(*w));
+    if (!w) {
+        http_util_reply_error(c->req, 500, "out of memory");
+        return;
+    }
+    *w = (struct e2b_wait){ .ok_status = ok_status, .timeout_s = timeout_s };
+    snprintf(w->verb, sizeof(w->verb), "%s", verb);
+    controller_wait(c->m, op, c->req, CREATE_WAIT, verb_finished, w);
+}
+
+static bool is_paused_state(const char *state)
+{
+    return strcmp(sandbox_e2b_state(state), "paused") == 0;
+}
+
+/* Parses {timeout?, memory?} (connect) or {timeout?, autoPause?, memory?} (resume). */
+static int resume_body(struct request_ctx *c, const char *known, int64_t *timeout)
+{
+    json_t *body = http_util_body_json(c->req), *t;
+    bool memory = true, auto_pause = false;
+    int r = 0;
+
+    if (!body) {
+        return -EINVAL;
+    }
+    json_t *mem = json_object_get(body, "memory");
+    t = json_object_get(body, "timeout");
+    if (!routes_check_fields(c->req, body, "the request", known) ||
+        !get_bool(c->req, body, "autoPause", &auto_pause)) {
+        r = -EINVAL;
+    } else if (mem && !json_is_null(mem) && !json_is_boolean(mem)) {
+        http_util_reply_error(c->req, 400, "'memory' must be a boolean");
+        r = -EINVAL;
+    } else if (t && !json_is_null(t) &&
+               (!json_is_integer(t) || json_integer_value(t) < 0 ||
+                json_integer_value(t) > c->m->max_timeout_s)) {
+        http_util_reply_error(c->req, 400, "'timeout' must be between 0 and %lld seconds",
+                              (long long)c->m->max_timeout_s);
+        r = -EINVAL;
+    } else {
+        memory = !mem || json_is_null(mem) || json_is_true(mem);
+        if (t && !json_is_null(t)) {
+            *timeout = json_integer_value(t);
+        }
+        if (!memory) {
+            /* onResume: "reboot" (start from the disk only) is not there yet. */
+            reply_not_implemented(c->req, "resuming without memory (memory: false, a reboot "
+                                          "from the disk)");
+            r = -EOPNOTSUPP;
+        } else if (auto_pause) {
+            reply_not_implemented(c->req, "pausing at timeout (autoPause)");
+            r = -EOPNOTSUPP;
+        }
+    }
+    json_decref(body);
+    return r;
+}
+
 void e2b_sandbox_connect(struct request_ctx *c)
 {
     struct store_sandbox sb = { 0 };
     int64_t timeout = c->m->default_timeout_s;
     int r;
 
-    if (body_seconds(c, "timeout", false, "timeout memory", &timeout) < 0) {
+    if (resume_body(c, "timeout memory", &timeout) < 0) {
         return;
     }
-    /* Running: connect only ever extends the time to live (§3.4). Paused comes later. */
+    r = lifecycle_get_live(c->m, c->id, &sb);
+    if (r < 0) {
+        reply_errno(c->req, r, "connect to", c->id);
+        return;
+    }
+    if (is_paused_state(sb.state)) {
+        store_sandbox_release(&sb);
+        e2b_request_and_wait(c, OPERATION_KIND_RESUME, "resume", 201, timeout);
+        return;
+    }
+    store_sandbox_release(&sb);
+    /* Running: connect only ever extends the time to live (§3.4). */
     r = lifecycle_set_timeout(c->m, c->id, timeout, true);
     if (r >= 0) {
         r = lifecycle_get_live(c->m, c->id, &sb);
@@ -536,15 +665,14 @@ void e2b_sandbox_connect(struct request_ctx *c)
     store_sandbox_release(&sb);
 }
 
+/* The deprecated resume route: 201 when it resumed, 409 when it already runs. */
 void e2b_sandbox_resume(struct request_ctx *c)
 {
     struct store_sandbox sb = { 0 };
-    json_t *body = http_util_body_json(c->req);
-    bool ok = body && routes_check_fields(c->req, body, "the request", "timeout autoPause memory");
+    int64_t timeout = c->m->default_timeout_s;
     int r;
 
-    json_decref(body);
-    if (!ok) {
+    if (resume_body(c, "timeout autoPause memory", &timeout) < 0) {
         return;
     }
     r = lifecycle_get_live(c->m, c->id, &sb);
@@ -552,8 +680,41 @@ void e2b_sandbox_resume(struct request_ctx *c)
         reply_errno(c->req, r, "resume", c->id);
         return;
     }
+    bool paused = is_paused_state(sb.state);
     store_sandbox_release(&sb);
-    http_util_reply_error(c->req, 409, "sandbox '%s' is already running", c->id);
+    if (!paused) {
+        http_util_reply_error(c->req, 409, "sandbox '%s' is already running", c->id);
+        return;
+    }
+    e2b_request_and_wait(c, OPERATION_KIND_RESUME, "resume", 201, timeout);
+}
+
+/* Sandbox.pause() / betaPause(): 204 once paused; a second pause is 409 (the SDK's false). */
+void e2b_sandbox_pause(struct request_ctx *c)
+{
+    json_t *body = http_util_body_json(c->req);
+    bool memory = true;
+
+    if (!body) {
+        return;
+    }
+    json_t *mem = json_object_get(body, "memory");
+    bool ok = routes_check_fields(c->req, body, "the request", "memory");
+    if (ok && mem && !json_is_null(mem) && !json_is_boolean(mem)) {
+        http_util_reply_error(c->req, 400, "'memory' must be a boolean");
+        ok = false;
+    }
+    memory = !mem || json_is_null(mem) || json_is_true(mem);
+    json_decref(body);
+    if (!ok) {
+        return;
+    }
+    if (!memory) {
+        reply_not_implemented(c->req, "pausing without memory (memory: false, a disk-only "
+                                      "snapshot)");
+        return;
+    }
+    e2b_request_and_wait(c, OPERATION_KIND_PAUSE, "pause", 204, 0);
 }
 
 void e2b_sandbox_metrics(struct request_ctx *c)
@@ -663,7 +824,11 @@ static int list_time_filter(struct evhttp_request *req, const char *name, const 
 static void list_sandboxes(struct request_ctx *c, bool v2)
 {
     static const char *const running[] = { SANDBOX_STATE_RUNNING, NULL };
-    static const char *const none[] = { "-", NULL };
+    /* What E2B calls paused (sandbox_e2b_state()). */
+    static const char *const paused[] = { "pausing",   "paused",    "resuming", "suspending",
+                                          "suspended", "restoring", NULL };
+    static const char *const both[] = { SANDBOX_STATE_RUNNING, "pausing",   "paused",    "resuming",
+                                        "suspending",          "suspended", "restoring", NULL };
     char *metadata = NULL, *state = NULL, *limit_s = NULL, *next = NULL, *order = NULL;
     char *after_s = NULL, *before_s = NULL, *template_id = NULL;
     char **pairs = NULL;
@@ -671,7 +836,8 @@ static void list_sandboxes(struct request_ctx *c, bool v2)
     size_t n = 0;
     uint32_t limit = E2B_LIST_MAX;
     int64_t after = 0, before = 0;
-    bool want_running = true;
+    /* v2 without a state filter lists running and paused (e2b-compat.md §3.5); v1 running. */
+    bool want_running = true, want_paused = v2;
 
     /* routes.c refused unknown and repeated parameters already. */
     metadata = routes_query(c->req, "metadata");
@@ -705,12 +871,13 @@ static void list_sandboxes(struct request_ctx *c, bool v2)
         goto out;
     }
     if (state) {
-        /* Only running exists until pause lands; paused matches nothing yet. */
-        want_running = false;
+        want_running = want_paused = false;
         for (char *s = state, *tok; (tok = strsep(&s, ","));) {
             if (strcmp(tok, "running") == 0) {
                 want_running = true;
-            } else if (strcmp(tok, "paused") != 0) {
+            } else if (strcmp(tok, "paused") == 0) {
+                want_paused = true;
+            } else {
                 http_util_reply_error(c->req, 400, "invalid state '%s'", tok);
                 goto out;
             }
@@ -721,7 +888,9 @@ static void list_sandboxes(struct request_ctx *c, bool v2)
         goto out;
     }
     struct store_sandbox_filter f = {
-        .states = want_running ? running : none,
+        .states = want_running && want_paused ? both
+                  : want_paused               ? paused
+                                              : running,
         .metadata = (const char *const *)pairs,
         .template_id = template_id,
         .started_after = after_s ? &after : NULL,

@@ -1,5 +1,6 @@
 /*
- * space sandbox create|ls|get|exec|kill (egress and network: cmd-egress.c)
+ * space sandbox create|ls|get|exec|kill|pause|resume|suspend|restore (egress and network:
+ * cmd-egress.c)
  *
  * create prints the new id alone on stdout; exec passes the guest's stdout
  * and stderr through byte for byte and exits with the command's exit code
@@ -212,6 +213,55 @@ static int sandbox_kill(int argc, char **argv)
     return r;
 }
 
+/*
+ * pause|resume|suspend|restore ID...: waits for each operation and prints the state it ended in
+ * ("abc... paused"); a sandbox in the wrong state fails with the API's 409 message.
+ */
+static int sandbox_verb(int argc, char **argv, const char *verb)
+{
+    char path[128], suffix[48];
+    int r = 0;
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: space sandbox %s ID...\n", verb);
+        return 2;
+    }
+    snprintf(suffix, sizeof(suffix), "/%s?wait=true", verb);
+    for (int i = 1; i < argc; i++) {
+        json_t *res = NULL;
+        if (sandbox_path(argv[i], suffix, path, sizeof(path)) < 0) {
+            return 2;
+        }
+        if (client_call_ok("POST", path, NULL, &res) < 0) {
+            r = 1;
+            continue;
+        }
+        printf("%s %s\n", argv[i], json_string_value(json_object_get(res, "state")) ?: "?");
+        json_decref(res);
+    }
+    return r;
+}
+
+static int sandbox_pause(int argc, char **argv)
+{
+    return sandbox_verb(argc, argv, "pause");
+}
+
+static int sandbox_resume(int argc, char **argv)
+{
+    return sandbox_verb(argc, argv, "resume");
+}
+
+static int sandbox_suspend(int argc, char **argv)
+{
+    return sandbox_verb(argc, argv, "suspend");
+}
+
+static int sandbox_restore(int argc, char **argv)
+{
+    return sandbox_verb(argc, argv, "restore");
+}
+
 static int write_b64(int fd, const char *b64)
 {
     size_t n = b64 ? strlen(b64) : 0;
@@ -318,6 +368,10 @@ int cmd_sandbox(int argc, char **argv)
         { "get", sandbox_get },
         { "exec", sandbox_exec },
         { "kill", sandbox_kill },
+        { "pause", sandbox_pause },
+        { "resume", sandbox_resume },
+        { "suspend", sandbox_suspend },
+        { "restore", sandbox_restore },
         { "cp", cmd_cp },
         { "egress", cmd_sandbox_egress },
         { "network", cmd_sandbox_network },
@@ -330,5 +384,7 @@ int cmd_sandbox(int argc, char **argv)
         }
     }
     return cli_usage(argc >= 2 && cli_help_arg(argv[1], true),
-                     "usage: space sandbox create|ls|get|exec|cp|kill|egress|network ...\n");
+                     "usage: space sandbox "
+                     "create|ls|get|exec|cp|kill|pause|resume|suspend|restore|egress|network ...
+");
 }
