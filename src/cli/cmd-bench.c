@@ -386,6 +386,5 @@ int cmd_bench(int argc, char **argv)
         return bench_restore(argc - 1, argv + 1);
     }
     return cli_usage(argc >= 2 && cli_help_arg(argv[1], true),
-                     "usage: space bench create [-n N] | restore [-n N] [-t TEMPLATE]
-");
+                     "usage: space bench create [-n N] | restore [-n N] [-t TEMPLATE]\n");
 }
