@@ -383,7 +383,8 @@ int cmd_sandbox(int argc, char **argv)
             }
         }
     }
-    return cli_usage(argc >= 2 && cli_help_arg(argv[1], true),
-                     "usage: space sandbox "
-                     "create|ls|get|exec|cp|kill|pause|resume|suspend|restore|egress|network ...\n");
+    return cli_usage(
+        argc >= 2 && cli_help_arg(argv[1], true),
+        "usage: space sandbox "
+        "create|ls|get|exec|cp|kill|pause|resume|suspend|restore|egress|network ...\n");
 }
