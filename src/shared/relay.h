@@ -10,9 +10,9 @@
  *     can be had).
  *   - Back-pressure: each direction holds at most RELAY_BUFFER bytes (the
  *     pipe or the buffer; RELAY_BULK_BUFFER for a bulk one, below); while
- *     it is full the source is not read. A spliced direction that moved RELAY_BULK_AFTER bytes gets
- * a pipe of RELAY_BULK_BUFFER when the pipe limits allow (a bulk transfer: fewer splices and
- * wakeups per MiB).
+ *     it is full the source is not read. A spliced direction that moved
+ *     RELAY_BULK_AFTER bytes gets a pipe of RELAY_BULK_BUFFER when the pipe
+ *     limits allow (a bulk transfer: fewer splices and wakeups per MiB).
  *   - Half-close: EOF from one side becomes shutdown(SHUT_WR) on the other
  *     once everything before it is delivered; the relay ends when both
  *     directions have ended, on an error, or after idle_sec without a byte.
