@@ -57,6 +57,7 @@
 #include "basic/time-util.h"
 #include "gw/audit.h"
 #include "gw/http-gate.h"
+#include "gw/inject.h"
 #include "gw/policy.h"
 #include "gw/resolved.h"
 #include "gw/sandbox.h"
@@ -136,6 +137,7 @@ struct gw_conn {
     /* the exchange being audited */
     char host[POLICY_NAME_MAX + 1];
     char method[GW_METHOD_MAX + 1];
+    char *secret; /* inject.h: the secrets this exchange carries (names), for its record */
     const char *reason;
     uint64_t ex_out, ex_in;
     usec_t ex_start;
@@ -173,6 +175,7 @@ static void audit_conn(struct gw_conn *c, const char *proto, bool allow, const c
         set_str(rec, "sni", c->sni);
         set_str(rec, "host", c->host);
         set_str(rec, "method", c->method);
+        set_str(rec, "secret", c->secret);
     }
     if (c->dst_str[0]) {
         json_object_set_new(rec, "dst", json_string(c->dst_str));
@@ -201,6 +204,8 @@ static void exchange_end(struct gw_conn *c)
     if (c->ex_open) {
         c->ex_open = false;
         audit_conn(c, http_proto(c), true, c->reason, true, c->ex_out, c->ex_in, c->ex_start);
+        free(c->secret);
+        c->secret = NULL;
     }
 }
 
@@ -254,6 +259,7 @@ static void conn_free(struct gw_conn *c)
     close_safe(c->fd);
     close_safe(c->up_fd);
     strbuf_release(&c->fwd);
+    free(c->secret);
     free(c);
 }
 
@@ -1206,6 +1212,8 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
 
     c->host[0] = '\0';
     c->method[0] = '\0';
+    free(c->secret); /* a record of this request never names the last one's secrets */
+    c->secret = NULL;
     if (len >= 8 && memcmp(head, "CONNECT ", 8) == 0) {
         /* Refused by name before the parser (which has no authority-form): a tunnel. */
         snprintf(c->method, sizeof(c->method), "CONNECT");
@@ -1242,11 +1250,19 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
         http_deny(c, 431, "Request Header Fields Too Large", "head-too-large");
         return;
     }
+    /* Credentials (inject.h): the one hook; it may replace fields of c->fwd, or deny. */
+    const char *why;
+    r = inject_request(sb, c->tls ? c->sni : NULL, res.host, &req, c->dst.sin_addr, &c->fwd,
+                       &c->secret, &why);
+    if (r > 0) {
+        http_deny(c, r, inject_phrase(r), why);
+        return;
+    }
+    c->head_request = http1_span_eq(req.method, "HEAD"); /* req's spans die with the drain */
     evbuffer_drain(bufferevent_get_input(c->client), req.head_len);
     c->requests++;
     c->keep_alive = req.keep_alive && !req.upgrade;
     c->upgrade = req.upgrade;
-    c->head_request = http1_span_eq(req.method, "HEAD");
     c->sent_response = false;
     http1_body_init_request(&c->body, &req);
     c->reason = res.reason;
