@@ -37,7 +37,8 @@ struct direction {
     char *pre; /* pushed bytes, first */
     size_t pre_len, pre_off;
     int pipe[2];
-    size_t in_pipe;
+    size_t in_pipe, cap; /* cap: what one splice into the pipe asks for */
+    bool grown;
     char *buf; /* copy mode */
     size_t buf_off, buf_len;
     bool splice, src_eof, shut;
@@ -101,6 +102,7 @@ static void finish(struct relay *r, int error)
 static void dir_setup(struct direction *d)
 {
     d->pipe[0] = d->pipe[1] = -EBADF;
+    d->cap = RELAY_BUFFER;
     if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) == 0) {
         d->splice = true;
         return;
@@ -176,7 +178,20 @@ static ssize_t dir_read(struct direction *d, int src)
         if (d->in_pipe > 0) {
             return 0;
         }
-        n = splice(src, NULL, d->pipe[1], NULL, RELAY_BUFFER, SPLICE_F_NONBLOCK);
+        if (!d->grown && d->bytes >= RELAY_BULK_AFTER) {
+            /*
+             * A bulk transfer: a bigger pipe, fewer splices and wakeups per MiB.
+             * Only then, since pipe pages count against the user's limit
+             * (pipe-user-pages-soft) for as long as the relay lives; refused
+             * past it, and the default pipe simply stays.
+             */
+            d->grown = true;
+            if (fcntl(d->pipe[1], F_SETPIPE_SZ, (int)RELAY_BULK_BUFFER) > 0) {
+                int cap = fcntl(d->pipe[1], F_GETPIPE_SZ);
+                d->cap = cap > 0 ? (size_t)cap : d->cap;
+            }
+        }
+        n = splice(src, NULL, d->pipe[1], NULL, d->cap, SPLICE_F_NONBLOCK);
         if (n < 0 && errno == EINVAL && d->in_pipe == 0) {
             dir_copy_mode(d); /* not spliceable: copy from now on */
             return dir_read(d, src);

@@ -9,7 +9,10 @@
  *     through a buffer of the same size where it cannot (or when no pipe
  *     can be had).
  *   - Back-pressure: each direction holds at most RELAY_BUFFER bytes (the
- *     pipe or the buffer); while it is full the source is not read.
+ *     pipe or the buffer; RELAY_BULK_BUFFER for a bulk one, below); while
+ *     it is full the source is not read. A spliced direction that moved
+ *     RELAY_BULK_AFTER bytes gets a pipe of RELAY_BULK_BUFFER when the pipe
+ *     limits allow (a bulk transfer: fewer splices and wakeups per MiB).
  *   - Half-close: EOF from one side becomes shutdown(SHUT_WR) on the other
  *     once everything before it is delivered; the relay ends when both
  *     directions have ended, on an error, or after idle_sec without a byte.
@@ -24,7 +27,9 @@
 struct event_base;
 struct relay;
 
-#define RELAY_BUFFER (64u * 1024) /* per direction: one pipe's default capacity */
+#define RELAY_BUFFER (64u * 1024)       /* per direction: one pipe's default capacity */
+#define RELAY_BULK_BUFFER (256u * 1024) /* ... a bulk direction's pipe */
+#define RELAY_BULK_AFTER (1u << 20)     /* bytes a direction moves before it counts as bulk */
 
 enum { RELAY_A, RELAY_B };
 
