@@ -321,7 +321,7 @@ def test_policy_rules(plat):
         assert e2b(plat, "DELETE", f"/v1/secrets/{b}").status_code == 204
 
     r = e2b(plat, "POST", "/v1/sandboxes?wait=true", json={"template": "base", "network": pol})
-    assert r.status_code == 201, r.text
+    assert r.status_code == 201, r.text + plat.node.log()[-3000:] + plat.api_log()
     sid = r.json()["id"]
     try:
         shown = r.json()["network"]
