@@ -69,7 +69,10 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     if (p->id && !sandbox_id_is_valid(p->id)) {
         return -EINVAL;
     }
-    r = p->id ? (snprintf(ret_id, SANDBOX_ID_LEN + 1, "%s", p->id), 0) : sandbox_id_new(ret_id);
+    if (p->id && p->id != ret_id) {
+        memmove(ret_id, p->id, SANDBOX_ID_LEN + 1); /* the caller may pass ret_id itself */
+    }
+    r = p->id ? 0 : sandbox_id_new(ret_id);
     if (r >= 0) {
         r = random_hex(token, 16);
     }

@@ -374,6 +374,8 @@ static void create(struct request_ctx *c, bool e2b)
         goto out;
     }
     log_info("secret '%s' created", name);
+    /* Rules that named a deleted secret of this name apply again. */
+    secrets_resend(c->m, name);
     http_util_reply_json(c->req, 201, secret_to(&sec, e2b));
 out:
     wipe_value(body);

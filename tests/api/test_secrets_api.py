@@ -321,7 +321,7 @@ def test_policy_rules(plat):
         assert e2b(plat, "DELETE", f"/v1/secrets/{b}").status_code == 204
 
     r = e2b(plat, "POST", "/v1/sandboxes?wait=true", json={"template": "base", "network": pol})
-    assert r.status_code == 201, r.text
+    assert r.status_code == 201, r.text + plat.node.log()[-3000:] + plat.api_log()
     sid = r.json()["id"]
     try:
         shown = r.json()["network"]
@@ -436,3 +436,42 @@ def test_cli(plat, tmp_path):
     assert r.returncode == 1 and "not found" in r.stderr
     for out in (r.stdout, r.stderr):
         assert value not in out
+
+
+def test_rules_without_a_vm(plat):
+    """The checks and the literals' life, on creates the node refuses (no such template)."""
+    name = uniq("rk")
+    assert e2b(plat, "POST", "/v1/secrets", json={"name": name, "value": "v1"}).status_code == 201
+    host = "api.example.test"
+    rule = {"host": host, "header": "Authorization", "value": f"Bearer {{{{secret:{name}}}}}"}
+    # Native: a valid policy passes every check and reaches the node (404: no template).
+    r = e2b(plat, "POST", "/v1/sandboxes?wait=true",
+            json={"template": "nosuchtemplate", "network": {"allow": [host], "inject": [rule]}})
+    assert r.status_code == 404, r.text
+    for bad, needle in [(dict(rule, host="other.test"), "inject"),
+                        (dict(rule, value="{{secret:}}"), "inject"),
+                        (dict(rule, header="Host"), "inject")]:
+        error(e2b(plat, "POST", "/v1/sandboxes", json={
+            "template": "nosuchtemplate", "network": {"allow": [host], "inject": [bad]}}), 400,
+            needle)
+    # E2B: a placeholder and a literal; the literal is a secret of the sandbox, gone with it.
+    literal = "lit-" + uuid.uuid4().hex
+    body = {"templateID": "nosuchtemplate", "allow_internet_access": False,
+            "network": {"allowOut": [host], "rules": {host: [
+                {"transform": {"headers": {"Authorization": f"Bearer ${{e2b.secrets.{name}}}"}}},
+                {"transform": {"headers": {"X-Key": literal}}}]}}}
+    r = e2b(plat, "POST", "/v2/sandboxes", json=body)
+    assert r.status_code == 404, r.text
+    missing = uniq("gone")
+    bad = json.loads(json.dumps(body).replace(name, missing))
+    error(e2b(plat, "POST", "/v2/sandboxes", json=bad), 400, missing)
+    error(e2b(plat, "POST", "/v2/sandboxes", json=dict(body, network=dict(
+        body["network"], rules={host: [{"transform": {"headers": {"X": "${e2b.identity.tokens.t}"}}}]}))),
+        501, "identity")
+    deadline = time.monotonic() + 30
+    while db_rows(plat, "SELECT name FROM secrets WHERE name LIKE %s AND sandbox_id IS NOT NULL",
+                  "\\_%") and plat.store_kind == "sqlite":
+        assert time.monotonic() < deadline, "the failed create's literals are still stored"
+        time.sleep(0.5)
+    assert_nowhere(plat.api_log_full().encode(), literal)
+    assert e2b(plat, "DELETE", f"/v1/secrets/{name}").status_code == 204
