@@ -135,6 +135,11 @@ def plat(internet):
         p.start()
         yield p
     finally:
+        if os.environ.get("CREDS_TEST_KEEP_LOGS"):
+            import shutil
+            for name in ("api.log", "node.log", "gw.log"):
+                with contextlib.suppress(OSError):
+                    shutil.copy(os.path.join(p.data, name), f"/tmp/creds-{name}")
         p.destroy()
 
 
