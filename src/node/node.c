@@ -51,6 +51,7 @@ static const char *arg_agent = NULL;
 static const char *arg_cache_dir = "/var/cache/space";
 static const char *arg_gw_socket = GW_PROTO_SOCKET_DEFAULT; /* NULL: --no-gw */
 static bool arg_snapshots = true;
+static uint32_t arg_tb_size = RUNTIME_TB_SIZE_DEFAULT_MIB;
 
 static void help(void)
 {
@@ -73,8 +74,9 @@ static void help(void)
            "  --gw-socket PATH      space-gw's control socket, for egress (default %s)\n"
            "  --no-gw               no egress at all: sandboxes have no network beyond the node\n"
            "  --snapshots on|off    create by restoring template snapshots (default on)\n"
+           "  --tb-size MIB         TCG translation buffer per VM (default %u)\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
-           arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT);
+           arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT, RUNTIME_TB_SIZE_DEFAULT_MIB);
 }
 
 static int parse_args(int argc, char **argv)
@@ -96,6 +98,7 @@ static int parse_args(int argc, char **argv)
         { "gw-socket", required_argument, NULL, 'G' },
         { "no-gw", no_argument, NULL, 'N' },
         { "snapshots", required_argument, NULL, 'P' },
+        { "tb-size", required_argument, NULL, 'B' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -173,6 +176,11 @@ static int parse_args(int argc, char **argv)
             break;
         case 'N':
             arg_gw_socket = NULL;
+            break;
+        case 'B':
+            if (parse_u32(optarg, &arg_tb_size) < 0 || arg_tb_size < 1 || arg_tb_size > 4096) {
+                return log_error_errno(-EINVAL, "invalid --tb-size '%s' (1..4096 MiB)", optarg);
+            }
             break;
         case 'P':
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
@@ -290,6 +298,7 @@ int main(int argc, char **argv)
         .max_exec_timeout = arg_max_exec_timeout,
         .console_log_max = arg_console_log_max,
         .snapshots = arg_snapshots,
+        .tb_size_mib = arg_tb_size,
     };
     struct manager_limits limits = { .workers = arg_max_workers, .queue = arg_max_queue };
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);
