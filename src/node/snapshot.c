@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/fd-util.h"
@@ -36,6 +37,7 @@
  * (the agent's start, the kernel's deferred init) is done and the guest is idle. */
 #define SNAPSHOT_SETTLE (1500 * USEC_PER_MSEC)
 #define SNAPSHOT_RETRY (60 * USEC_PER_SEC)
+#define SNAPSHOT_EXIT_WAIT_SEC 30
 #define PAGE 4096
 
 struct snapshot {
@@ -477,16 +479,24 @@ static struct snapshot *snapshot_unref_locked(struct snapshot *s)
 
 /*
  * At exit: a build in progress has a VM of ours running that is no sandbox;
- * wait for the worker to stop and remove it (bounded by the boot timeout), so
+ * wait for the worker to stop and remove it (at most 30 s), so
  * a node that exits leaves no builder VM behind (a kill -9 leaves a CREATING
  * record, which the next start removes).
  */
 static void snapshot_atexit(void)
 {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += SNAPSHOT_EXIT_WAIT_SEC;
     pthread_mutex_lock(&registry_lock);
     exiting = true;
+    /* Bounded: a worker stuck (a lock another process holds, a wedged VMM) must not keep
+     * the node from exiting; its CREATING record is removed at the next start. */
     while (worker_running) {
-        pthread_cond_wait(&worker_done, &registry_lock);
+        if (pthread_cond_timedwait(&worker_done, &registry_lock, &deadline) == ETIMEDOUT) {
+            log_warning("exiting with a snapshot build still running: the next start removes it");
+            break;
+        }
     }
     pthread_mutex_unlock(&registry_lock);
 }
