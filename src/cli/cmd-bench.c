@@ -28,6 +28,7 @@
 #include "basic/time-util.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "shared/http-client.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -384,6 +385,6 @@ int cmd_bench(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "restore") == 0) {
         return bench_restore(argc - 1, argv + 1);
     }
-    fprintf(stderr, "usage: space bench create [-n N] | restore [-n N] [-t TEMPLATE]\n");
-    return 2;
+    return cli_usage(argc >= 2 && cli_help_arg(argv[1], true),
+                     "usage: space bench create [-n N] | restore [-n N] [-t TEMPLATE]\n");
 }

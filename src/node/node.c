@@ -31,6 +31,7 @@
 #include "basic/socket-util.h"
 #include "node/clone.h"
 #include "node/console.h"
+#include "node/jail.h"
 #include "node/manager.h"
 #include "node/tunnel.h"
 #include "shared/gw-proto.h"
@@ -50,6 +51,10 @@ static const char *arg_share_dir = NULL;
 static const char *arg_agent = NULL;
 static const char *arg_cache_dir = "/var/cache/space";
 static const char *arg_gw_socket = GW_PROTO_SOCKET_DEFAULT; /* NULL: --no-gw */
+static bool arg_jail = true;
+static bool arg_cgroups = true;
+static unsigned arg_vmm_overhead_mib = JAIL_VMM_OVERHEAD_MIB_DEFAULT;
+static uint32_t arg_memory_budget_mib = 0; /* 0: MemTotal - 1 GiB */
 static bool arg_snapshots = true;
 static uint32_t arg_tb_size = RUNTIME_TB_SIZE_DEFAULT_MIB;
 
@@ -73,6 +78,11 @@ static void help(void)
            "  --cache-dir DIR       template build cache (default /var/cache/space)\n"
            "  --gw-socket PATH      space-gw's control socket, for egress (default %s)\n"
            "  --no-gw               no egress at all: sandboxes have no network beyond the node\n"
+           "  --no-jail             debugging only: VMMs run without the jail (jail.h)\n"
+           "  --no-cgroups          VMMs run without per-sandbox cgroup limits\n"
+           "  --vmm-overhead-mib N  memory a VMM may use beyond its guest's RAM (default 256)\n"
+           "  --memory-budget-mib N guest RAM + VMM overhead of all sandboxes at most (default:\n"
+           "                        the host's memory less 1 GiB); creates beyond it get 503\n"
            "  --snapshots on|off    create by restoring template snapshots (default on)\n"
            "  --tb-size MIB         TCG translation buffer per VM (default %u)\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
@@ -97,8 +107,12 @@ static int parse_args(int argc, char **argv)
         { "cache-dir", required_argument, NULL, 'C' },
         { "gw-socket", required_argument, NULL, 'G' },
         { "no-gw", no_argument, NULL, 'N' },
+        { "no-jail", no_argument, NULL, 'J' },
+        { "no-cgroups", no_argument, NULL, 'K' },
+        { "vmm-overhead-mib", required_argument, NULL, 'O' },
+        { "memory-budget-mib", required_argument, NULL, 'B' },
         { "snapshots", required_argument, NULL, 'P' },
-        { "tb-size", required_argument, NULL, 'B' },
+        { "tb-size", required_argument, NULL, 'Z' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -177,9 +191,27 @@ static int parse_args(int argc, char **argv)
         case 'N':
             arg_gw_socket = NULL;
             break;
-        case 'B':
+        case 'Z':
             if (parse_u32(optarg, &arg_tb_size) < 0 || arg_tb_size < 1 || arg_tb_size > 4096) {
                 return log_error_errno(-EINVAL, "invalid --tb-size '%s' (1..4096 MiB)", optarg);
+            }
+            break;
+        case 'J':
+            arg_jail = false;
+            break;
+        case 'K':
+            arg_cgroups = false;
+            break;
+        case 'B':
+            if (parse_u32(optarg, &arg_memory_budget_mib) < 0 || arg_memory_budget_mib == 0) {
+                return log_error_errno(-EINVAL, "invalid --memory-budget-mib '%s'", optarg);
+            }
+            break;
+        case 'O':
+            if (parse_u32(optarg, &arg_vmm_overhead_mib) < 0 || arg_vmm_overhead_mib < 32 ||
+                arg_vmm_overhead_mib > 65536) {
+                return log_error_errno(-EINVAL, "invalid --vmm-overhead-mib '%s' (32..65536)",
+                                       optarg);
             }
             break;
         case 'P':
@@ -254,6 +286,14 @@ static enum runtime_accel detect_accel(const char *kernel)
     return a;
 }
 
+/* The host's memory less 1 GiB for the host itself and the node's own daemons. */
+static uint64_t default_memory_budget(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    uint64_t mib = pages > 0 && size > 0 ? ((uint64_t)pages * (uint64_t)size) >> 20 : 0;
+    return mib > 2048 ? mib - 1024 : mib / 2;
+}
+
 int main(int argc, char **argv)
 {
     struct event_base *base = NULL;
@@ -303,6 +343,14 @@ int main(int argc, char **argv)
     struct manager_limits limits = { .workers = arg_max_workers, .queue = arg_max_queue };
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);
     host.accel = detect_accel(path);
+    /* Before any thread: it runs ldd and builds the seccomp filter once. */
+    struct jail_config jail_cfg = { .enabled = arg_jail,
+                                    .cgroups = arg_cgroups,
+                                    .vmm_overhead_mib = arg_vmm_overhead_mib };
+    r = jail_init(&jail_cfg);
+    if (r < 0) {
+        return 1;
+    }
 
     evthread_use_pthreads();
     base = event_base_new();
@@ -316,6 +364,10 @@ int main(int argc, char **argv)
         goto out;
     }
     m->max_sandboxes = arg_max_sandboxes;
+    m->vmm_overhead_mib = arg_vmm_overhead_mib;
+    m->memory_budget_mib = arg_memory_budget_mib ? arg_memory_budget_mib : default_memory_budget();
+    log_info("memory budget: %llu MiB (guest RAM + %u MiB per VMM)",
+             (unsigned long long)m->memory_budget_mib, arg_vmm_overhead_mib);
     m->share_dir = arg_share_dir;
     m->agent_path = arg_agent;
     m->cache_dir = arg_cache_dir;
@@ -370,6 +422,7 @@ out:
     tunnel_free(tunnel);
     manager_free(m);
     event_base_free(base);
+    jail_done();
     log_info("stopped");
     return r < 0 ? 1 : 0;
 }

@@ -53,6 +53,7 @@
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "node/console.h"
+#include "node/jail.h"
 #include "node/netns.h"
 #include "node/netslot.h"
 #include "node/qmp.h"
@@ -587,7 +588,8 @@ static int qemu_spawn(const struct runtime_config *cfg, int incoming_fd, struct 
         .groups = groups,
         .n_groups = n_groups,
     };
-    r = spawn_start(&opts, &pid);
+    /* The jail (jail.h) confines and execs: this dir rw, the kernel's (template's) dir ro. */
+    r = jail_spawn_vmm(&opts, cfg, &pid);
     /* Ours are copies: QEMU holds its own now, and the QMP listener must die with QEMU. */
     qemu_fds_close(&f);
     if (r < 0) {
@@ -1007,6 +1009,7 @@ static int qemu_stop(struct runtime_vm *base)
     vm->pidfd = close_safe(vm->pidfd);
     console_reap(vm->console_pid);
     vm->console_pid = 0;
+    jail_vmm_release(vm->dir);
     return 0;
 }
 

@@ -164,6 +164,51 @@ void vm_ca_fingerprint(const char *pem, char out[VM_CA_FINGERPRINT_LEN + 1]);
 /* Loop thread: the fingerprint of the CA vm's agent has ("" = none). */
 const char *vm_ca_given(struct vm *vm);
 
+/*
+ * Worker: stops vm's vCPUs (QMP stop; memory, disk and network stay as they are), then
+ * records it paused in instance.json, so a node restarted later re-attaches it paused.
+ * Idempotent. 0 or -errno (-ENOENT: no VMM); on a failed save the VM is resumed again.
+ */
+int vm_pause(const struct vm_host *host, const struct vm *vm);
+/*
+ * Worker: resumes vm's vCPUs, steps the guest clock through the agent's /init
+ * `timestamp` (the time stood still for the guest while it was paused), and records it
+ * running. A clock re-sync the agent refuses is logged (*ret_error says why), not fatal:
+ * the guest runs. Idempotent on a running VM.
+ */
+int vm_resume(const struct vm_host *host, const struct vm *vm, char **ret_error);
+/* The /init body that steps the guest's clock to now (realtime): {timestamp, accessToken?}. */
+char *vm_clock_init_body(const struct instance_record *rec, usec_t now);
+
+/*
+ * Suspend (architecture.md "A sandbox's life"): the VM's memory, device and vCPU state go
+ * to <dir>/suspend/ (runtime_snapshot(), fsync'd; written as suspend.new and renamed), the
+ * disk clone is synced, the record says suspended, and the VMM is stopped: its RAM and
+ * CPU are released. The disk clone and the netns stay (restore needs them; the netns is a
+ * namespace and a tap, no process). Until the record says suspended, any failure or
+ * crash leaves the VM running as before. Worker; *ret_error (may be NULL) says which step
+ * failed.
+ */
+int vm_suspend(const struct vm_host *host, const struct vm *vm, char **ret_error);
+/* <dir>/suspend of instance iid into buf. */
+int vm_suspend_dir(const struct vm_host *host, const char *iid, char *buf, size_t n);
+
+struct vm_restore_result {
+    struct runtime_vm *rt; /* the running VMM on success */
+    pid_t pid;
+    uint64_t pid_start_time;
+    struct vm_timing timing; /* vmm: until the VMM had loaded it; total */
+    char *error;             /* on failure, or a clock re-sync the agent refused (caller frees) */
+};
+
+/*
+ * Restore of a suspended vm: a fresh VMM loads <dir>/suspend (paused), is recorded, resumed,
+ * its clock re-synced, and the record says running; then the snapshot is removed (the
+ * guest's disk moves on from it). Any failure stops the new VMM and leaves the instance
+ * suspended with its snapshot. Worker.
+ */
+int vm_restore(const struct vm_host *host, const struct vm *vm, struct vm_restore_result *ret);
+
 /* Persists rec to instances/<iid>/instance.json (atomically). Any thread. */
 int vm_save_record(const struct vm_host *host, const struct instance_record *rec);
 
