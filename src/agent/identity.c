@@ -62,15 +62,19 @@ int identity_parse(json_t *msg, struct identity *ret, const char **why)
     if (e) {
         const char *b64 = json_string_value(e);
         size_t n = b64 ? strlen(b64) : 0;
-        /* Decoded size bound first: base64 of 512 bytes is 684 characters. */
-        long k = b64 && n <= base64_encoded_len(IDENTITY_ENTROPY_MAX)
-                     ? base64_decode(b64, n, ret->entropy)
-                     : -1;
+        /* Decoded into a buffer big enough for any input this long, then bounded: base64 of
+         * 512 bytes is 684 characters, which may also decode to 513. */
+        uint8_t tmp[IDENTITY_ENTROPY_MAX + 8]; /* n / 4 * 3 + 3 for n <= 684 */
+        long k =
+            b64 && n <= base64_encoded_len(IDENTITY_ENTROPY_MAX) ? base64_decode(b64, n, tmp) : -1;
         if (k < IDENTITY_ENTROPY_MIN || k > IDENTITY_ENTROPY_MAX) {
+            explicit_bzero(tmp, sizeof(tmp));
             identity_release(ret);
             *why = "entropy must be base64 of 32..512 bytes";
             return -EINVAL;
         }
+        memcpy(ret->entropy, tmp, (size_t)k);
+        explicit_bzero(tmp, sizeof(tmp));
         ret->entropy_len = (size_t)k;
     }
     ret->hostname = h ? json_string_value(h) : NULL;

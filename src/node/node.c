@@ -56,6 +56,7 @@ static bool arg_cgroups = true;
 static unsigned arg_vmm_overhead_mib = JAIL_VMM_OVERHEAD_MIB_DEFAULT;
 static uint32_t arg_memory_budget_mib = 0; /* 0: MemTotal - 1 GiB */
 static bool arg_snapshots = true;
+static uint32_t arg_tb_size = RUNTIME_TB_SIZE_DEFAULT_MIB;
 
 static void help(void)
 {
@@ -83,8 +84,9 @@ static void help(void)
            "  --memory-budget-mib N guest RAM + VMM overhead of all sandboxes at most (default:\n"
            "                        the host's memory less 1 GiB); creates beyond it get 503\n"
            "  --snapshots on|off    create by restoring template snapshots (default on)\n"
+           "  --tb-size MIB         TCG translation buffer per VM (default %u)\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
-           arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT);
+           arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT, RUNTIME_TB_SIZE_DEFAULT_MIB);
 }
 
 static int parse_args(int argc, char **argv)
@@ -110,6 +112,7 @@ static int parse_args(int argc, char **argv)
         { "vmm-overhead-mib", required_argument, NULL, 'O' },
         { "memory-budget-mib", required_argument, NULL, 'B' },
         { "snapshots", required_argument, NULL, 'P' },
+        { "tb-size", required_argument, NULL, 'Z' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -187,6 +190,11 @@ static int parse_args(int argc, char **argv)
             break;
         case 'N':
             arg_gw_socket = NULL;
+            break;
+        case 'Z':
+            if (parse_u32(optarg, &arg_tb_size) < 0 || arg_tb_size < 1 || arg_tb_size > 4096) {
+                return log_error_errno(-EINVAL, "invalid --tb-size '%s' (1..4096 MiB)", optarg);
+            }
             break;
         case 'J':
             arg_jail = false;
@@ -330,6 +338,7 @@ int main(int argc, char **argv)
         .max_exec_timeout = arg_max_exec_timeout,
         .console_log_max = arg_console_log_max,
         .snapshots = arg_snapshots,
+        .tb_size_mib = arg_tb_size,
     };
     struct manager_limits limits = { .workers = arg_max_workers, .queue = arg_max_queue };
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/fd-util.h"
@@ -36,6 +37,7 @@
  * (the agent's start, the kernel's deferred init) is done and the guest is idle. */
 #define SNAPSHOT_SETTLE (1500 * USEC_PER_MSEC)
 #define SNAPSHOT_RETRY (60 * USEC_PER_SEC)
+#define SNAPSHOT_EXIT_WAIT_SEC 30
 #define PAGE 4096
 
 struct snapshot {
@@ -235,8 +237,8 @@ static int digest_path(const char *path, uint64_t *ret_size, char hex[65])
 
 static const char *const snapshot_files[] = { "vmstate", "memory", "rootfs.ext4" };
 
-/* Writes dir/manifest.json: what verification checks later. */
-static int write_manifest(const char *dir, const struct entry *e, const char *key)
+int snapshot_manifest_write(const char *dir, const char *key, const char *template_name,
+                            unsigned vcpus, unsigned memory_mib)
 {
     char path[PATH_MAX + 32], hex[65];
     json_t *files = json_object();
@@ -252,8 +254,8 @@ static int write_manifest(const char *dir, const struct entry *e, const char *ke
         }
     }
     json_t *m = r >= 0 ? json_pack("{s:s,s:s,s:s,s:i,s:i,s:O}", "format", SNAPSHOT_FORMAT, "key",
-                                   key, "template", e->template_name, "vcpus", (int)e->vcpus,
-                                   "memory_mib", (int)e->memory_mib, "files", files)
+                                   key, "template", template_name, "vcpus", (int)vcpus,
+                                   "memory_mib", (int)memory_mib, "files", files)
                        : NULL;
     char *text = m ? json_dumps(m, JSON_INDENT(2)) : NULL;
     if (r >= 0) {
@@ -266,12 +268,7 @@ static int write_manifest(const char *dir, const struct entry *e, const char *ke
     return r;
 }
 
-/*
- * Checks dir against its manifest and loads its memory into a sealed memfd
- * (*ret_fd). -EBADMSG, with *why, when anything differs: the caller deletes
- * the snapshot.
- */
-static int verify_and_load(const char *dir, const char *key, int *ret_fd, const char **why)
+int snapshot_verify(const char *dir, const char *key, int *ret_fd, const char **why)
 {
     char path[PATH_MAX + 32], hex[65], *text = NULL;
     json_t *m = NULL;
@@ -414,7 +411,7 @@ static int prepare(struct entry *e, char key[65], struct snapshot **ret)
     snprintf(dir, sizeof(dir), "%s/%s", parent, key);
     snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
     usec_t t = now_monotonic();
-    r = verify_and_load(dir, key, &fd, &why);
+    r = snapshot_verify(dir, key, &fd, &why);
     if (r == -EBADMSG) {
         log_warning("snapshot '%s' of template '%s' is bad (%s): deleting and rebuilding it", dir,
                     e->template_name, why);
@@ -430,7 +427,7 @@ static int prepare(struct entry *e, char key[65], struct snapshot **ret)
             r = build(e, tdir, tmp);
         }
         if (r >= 0) {
-            r = write_manifest(tmp, e, key);
+            r = snapshot_manifest_write(tmp, key, e->template_name, e->vcpus, e->memory_mib);
         }
         if (r >= 0) {
             r = NERRNO(rename(tmp, dir));
@@ -441,7 +438,7 @@ static int prepare(struct entry *e, char key[65], struct snapshot **ret)
             close_safe(pfd);
         }
         if (r >= 0) {
-            r = verify_and_load(dir, key, &fd, &why);
+            r = snapshot_verify(dir, key, &fd, &why);
         }
         if (r < 0) {
             (void)rm_rf(tmp);
@@ -477,16 +474,24 @@ static struct snapshot *snapshot_unref_locked(struct snapshot *s)
 
 /*
  * At exit: a build in progress has a VM of ours running that is no sandbox;
- * wait for the worker to stop and remove it (bounded by the boot timeout), so
+ * wait for the worker to stop and remove it (at most 30 s), so
  * a node that exits leaves no builder VM behind (a kill -9 leaves a CREATING
  * record, which the next start removes).
  */
 static void snapshot_atexit(void)
 {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += SNAPSHOT_EXIT_WAIT_SEC;
     pthread_mutex_lock(&registry_lock);
     exiting = true;
+    /* Bounded: a worker stuck (a lock another process holds, a wedged VMM) must not keep
+     * the node from exiting; its CREATING record is removed at the next start. */
     while (worker_running) {
-        pthread_cond_wait(&worker_done, &registry_lock);
+        if (pthread_cond_timedwait(&worker_done, &registry_lock, &deadline) == ETIMEDOUT) {
+            log_warning("exiting with a snapshot build still running: the next start removes it");
+            break;
+        }
     }
     pthread_mutex_unlock(&registry_lock);
 }

@@ -53,3 +53,11 @@ void snapshot_prepare(const struct vm_host *host, const char *template_name, uns
                       unsigned memory_mib);
 /* "ready", "building", "failed" or "none" (never asked for, or --snapshots off). */
 const char *snapshot_status(const char *template_name, unsigned vcpus, unsigned memory_mib);
+
+/* The pieces under the above, for tests: writes dir/manifest.json (sizes and SHA-256 of
+ * vmstate, memory, rootfs.ext4 as they are now), and checks dir against it, loading memory
+ * into a sealed memfd (*ret_fd). -EBADMSG with *why when anything differs (wrong size,
+ * checksum, key or format, a file missing), -ENOENT with no manifest. */
+int snapshot_manifest_write(const char *dir, const char *key, const char *template_name,
+                            unsigned vcpus, unsigned memory_mib);
+int snapshot_verify(const char *dir, const char *key, int *ret_fd, const char **why);

@@ -33,6 +33,7 @@ struct vm_host {
     usec_t max_exec_timeout;  /* deadline of an exec that names none; caps those that do */
     size_t console_log_max;   /* cap of each console.log (console.h) */
     bool snapshots;           /* create by restoring template snapshots (snapshot.h) */
+    unsigned tb_size_mib;     /* TCG translation buffer per VM (runtime.h); 0: the default */
 };
 
 struct vm_timing {
