@@ -342,6 +342,11 @@ static int vm_wait_ready(const struct vm_host *host, struct runtime_vm *rt)
     }
 }
 
+static int set_if_absent(json_t *j, const char *key, const char *value)
+{
+    return json_object_get(j, key) ? 0 : json_object_set_new(j, key, json_string(value));
+}
+
 /*
  * The re-identification of a guest (architecture.md "Fast create"): vm's own
  * /init fields (env, access token, default user) plus what makes it this
@@ -371,10 +376,11 @@ static char *vm_identity_json(const struct vm *vm)
     size_t n = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(stamp + n, sizeof(stamp) - n, ".%06ldZ", now.tv_nsec / 1000);
     const char *hostname = vm->rec.sandbox_id[0] ? vm->rec.sandbox_id : vm->rec.iid;
-    if (json_object_set_new(j, "hostname", json_string(hostname)) < 0 ||
-        json_object_set_new(j, "machineId", json_string(machine_id)) < 0 ||
-        json_object_set_new(j, "entropy", json_string(entropy_b64)) < 0 ||
-        json_object_set_new(j, "timestamp", json_string(stamp)) < 0) {
+    /* What the caller's init says wins (its timestamp is checked by the agent, never
+     * silently replaced); the node fills in only what it left out. */
+    if (set_if_absent(j, "hostname", hostname) < 0 ||
+        set_if_absent(j, "machineId", machine_id) < 0 ||
+        set_if_absent(j, "entropy", entropy_b64) < 0 || set_if_absent(j, "timestamp", stamp) < 0) {
         json_decref(j);
         return NULL;
     }
