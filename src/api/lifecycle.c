@@ -69,7 +69,14 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     if (p->id && !sandbox_id_is_valid(p->id)) {
         return -EINVAL;
     }
-    r = p->id ? (snprintf(ret_id, SANDBOX_ID_LEN + 1, "%s", p->id), 0) : sandbox_id_new(ret_id);
+    /* p->id may be ret_id itself (the E2B create passes its own buffer): snprintf() from a
+     * buffer into itself is undefined (it came out empty), so copy only when they differ. */
+    r = 0;
+    if (!p->id) {
+        r = sandbox_id_new(ret_id);
+    } else if (p->id != ret_id) {
+        memmove(ret_id, p->id, SANDBOX_ID_LEN + 1);
+    }
     if (r >= 0) {
         r = random_hex(token, 16);
     }
