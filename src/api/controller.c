@@ -88,18 +88,55 @@ static void run_network(struct op_job *j)
                                    &j->error);
 }
 
+/* The node's state of sandbox id ("pausing"), or NULL (caller frees). */
+static char *node_state(const char *node_socket, const char *id)
+{
+    char path[128];
+    json_t *res = NULL;
+    int status = 0;
+    char *state = NULL;
+
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+    if (node_client_call(node_socket, "GET", path, NULL, NODE_CLIENT_TIMEOUT, &status, &res) >= 0 &&
+        status == 200) {
+        const char *s = json_string_value(json_object_get(res, "state"));
+        state = s ? strdup(s) : NULL;
+    }
+    json_decref(res);
+    return state;
+}
+
 /*
  * POST /v1/sandboxes/{id}/<verb> on the node, which answers 200 also when the VM is in the
- * verb's end state already (a re-run after a crash of ours meets its own earlier work).
+ * verb's end state already (a re-run after a crash of ours meets its own earlier work). A
+ * 409 while the node's VM is in a transitional state is that earlier work still running
+ * (this process died while the node went on): it is asked again until it settles, within
+ * the node call's deadline.
  */
 static void run_node_verb(struct op_job *j, const char *verb)
 {
+    usec_t deadline = now_monotonic() + NODE_CLIENT_TIMEOUT;
     char path[128];
     json_t *res = NULL;
 
     snprintf(path, sizeof(path), "/v1/sandboxes/%s/%s", j->sb.id, verb);
-    j->r =
-        node_client_call(j->node_socket, "POST", path, NULL, NODE_CLIENT_TIMEOUT, &j->status, &res);
+    for (;;) {
+        json_decref(res);
+        res = NULL;
+        j->r = node_client_call(j->node_socket, "POST", path, NULL, NODE_CLIENT_TIMEOUT, &j->status,
+                                &res);
+        if (j->r < 0 || j->status != 409 || now_monotonic() >= deadline) {
+            break;
+        }
+        char *state = node_state(j->node_socket, j->sb.id);
+        size_t n = state ? strlen(state) : 0;
+        bool settling = n > 3 && strcmp(state + n - 3, "ing") == 0 && strcmp(state, "stopping");
+        free(state);
+        if (!settling) {
+            break;
+        }
+        sleep_usec(200 * USEC_PER_MSEC);
+    }
     if (j->r < 0) {
         j->status = 502;
         j->error = strdup(strerror(-j->r));
@@ -457,6 +494,39 @@ static int set_sandbox_state(struct manager *m, enum operation_kind kind, const 
 }
 
 /*
+ * Paused time does not eat the timeout (E2B#875, #817; architecture.md "A sandbox's life"):
+ * a pause or suspend stops the sandbox's clock and keeps what was left (remaining_us), and
+ * resume or restore gives it back (end_at = now + remaining). A sandbox paused at (or past)
+ * its end time, as the auto-pause at the timeout does, has nothing left: it gets
+ * --default-timeout when it runs again. One with no end time keeps none (-1). E2B connect's
+ * timeout then only ever extends that. Written in the transaction that records the state.
+ */
+static int lifetime_on_success(struct manager *m, enum operation_kind kind,
+                               const struct store_sandbox *sb, int64_t now)
+{
+    int64_t fallback = m->default_timeout_s * (int64_t)USEC_PER_SEC;
+    struct store_sandbox upd = { .id = sb->id, .updated_at = now };
+
+    if (kind == OPERATION_KIND_PAUSE || kind == OPERATION_KIND_SUSPEND) {
+        upd.remaining_us = !sb->end_at                                ? -1
+                           : sb->end_at - now > (int64_t)USEC_PER_SEC ? sb->end_at - now
+                                                                      : fallback;
+        upd.end_at = sb->end_at;
+    } else if (kind == OPERATION_KIND_RESUME || kind == OPERATION_KIND_RESTORE) {
+        int64_t left = sb->remaining_us;
+        if (left == 0) { /* paused by a release that kept nothing */
+            left = !sb->end_at ? -1 : sb->end_at - now > 0 ? sb->end_at - now : fallback;
+        }
+        upd.end_at = left < 0 ? 0 : now + left;
+        upd.remaining_us = 0;
+    } else {
+        return 0;
+    }
+    return store_sandbox_update_fields(
+        m->store, &upd, STORE_SANDBOX_END_AT | STORE_SANDBOX_REMAINING | STORE_SANDBOX_UPDATED_AT);
+}
+
+/*
  * Records the outcome of an operation this process holds the lease of, and
  * what it means for its sandbox (the kind's end state from the table), in
  * one transaction. When the lease was lost (another controller took the
@@ -499,6 +569,9 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
         const char *sb_error =
             kind == OPERATION_KIND_CREATE && r < 0 ? (error ? error : "create failed") : sb.error;
         k = set_sandbox_state(m, kind, sb.id, from, to, sb_error, now);
+    }
+    if (k >= 0 && have_sb && r >= 0 && to != from) {
+        k = lifetime_on_success(m, kind, &sb, now);
     }
     k = k < 0 ? (store_rollback(m->store), k) : store_commit(m->store);
     if (k == -ESTALE) {
@@ -895,7 +968,8 @@ static void poll_waiters(struct manager *m)
     }
 }
 
-/* Sandboxes whose end time passed are killed (pause-on-timeout comes with the state issue). */
+/* Sandboxes whose end time passed are killed, or suspended when they asked for it
+ * (autoPause). Paused and suspended ones are not listed: their clock stands still. */
 static void enforce_timeouts(struct manager *m)
 {
     static const char *const running[] = { SANDBOX_STATE_RUNNING, NULL };
@@ -911,6 +985,13 @@ static void enforce_timeouts(struct manager *m)
         char op[33];
         if (list[i].end_at && list[i].end_at <= now &&
             strcmp(list[i].desired_state, SANDBOX_STATE_RUNNING) == 0) {
+            if (list[i].auto_pause) {
+                /* -EBUSY while another operation runs: the next tick asks again. */
+                if (controller_request(m, OPERATION_KIND_SUSPEND, list[i].id, op, NULL) >= 0) {
+                    log_sandbox_info(list[i].id, "timeout reached, suspending (autoPause)");
+                }
+                continue;
+            }
             log_sandbox_info(list[i].id, "timeout reached, killing");
             (void)controller_request_kill(m, list[i].id, op);
         }

@@ -88,21 +88,23 @@ static bool check_create_fields(struct evhttp_request *req, json_t *body)
     }
     /* allow_internet_access and network's egress fields: e2b_sandbox_create() parses them
      * into the policy (egress.h). */
+    /* autoPause (lifecycle.onTimeout: "pause"): suspended at the timeout, not killed. */
     if (!get_bool(req, body, "autoPause", &pause)) {
         return false;
     }
-    if (pause) {
-        reply_not_implemented(req, "pausing at timeout (autoPause, lifecycle.onTimeout: "
-                                   "\"pause\"); without it the sandbox would be killed");
-        return false;
-    }
-    /* Only meaningful with autoPause: true (refused above); false is what the SDKs could
-     * send alongside autoPause: false, and changes nothing. */
+    /* keepMemory: true is what space's suspend keeps anyway; false (a filesystem-only
+     * snapshot) is not there yet. Without autoPause it would mean nothing. */
+    v = json_object_get(body, "autoPauseMemory");
     if (!get_bool(req, body, "autoPauseMemory", &b)) {
         return false;
     }
-    if (b) {
+    if (v && !json_is_null(v) && !pause && b) {
         http_util_reply_error(req, 400, "'autoPauseMemory' needs 'autoPause': true");
+        return false;
+    }
+    if (pause && v && json_is_false(v)) {
+        reply_not_implemented(req, "pausing at timeout without memory (autoPauseMemory: false, "
+                                   "a filesystem-only snapshot)");
         return false;
     }
     v = json_object_get(body, "autoResume");
@@ -315,6 +317,7 @@ void e2b_sandbox_create(struct request_ctx *c)
         .env = json_object_get(body, "envVars"),
         .private_traffic = wants_private_traffic(body),
         .network_json = network,
+        .auto_pause = json_is_true(json_object_get(body, "autoPause")),
     };
     r = lifecycle_create(c->m, &p, id, op);
     if (r < 0) {
@@ -516,9 +519,10 @@ void e2b_sandbox_refresh(struct request_ctx *c)
 
 /*
  * E2B's pause and resume (e2b-compat.md "pause/connect"). E2B's pause keeps the sandbox
- * for later without it running; space maps it to its own pause (memory resident, QMP
- * stop) until suspend lands, and connect/resume of a paused sandbox to resume. Both block
- * until the operation ends, as the SDKs expect.
+ * for later without it running: space's suspend (memory, devices and disk to disk, the VM
+ * released). connect/resume brings it back: restore for a suspended sandbox, resume for
+ * one paused through the native API (memory resident). Both block until the operation
+ * ends, as the SDKs expect.
  */
 struct e2b_wait {
     int ok_status;     /* 204 (pause) or 201 (resumed) */
@@ -561,32 +565,49 @@ out:
     free(w);
 }
 
-/* Records kind on c->id and waits for it; replies itself on every path. */
-static void e2b_request_and_wait(struct request_ctx *c, enum operation_kind kind, const char *verb,
-                                 int ok_status, int64_t timeout_s)
+/* Records kind on id and waits for it; replies itself on every path. */
+static void request_and_wait(struct manager *m, struct evhttp_request *req, const char *id,
+                             enum operation_kind kind, const char *verb, int ok_status,
+                             int64_t timeout_s)
 {
     enum sandbox_state state = _SANDBOX_STATE_INVALID;
     struct e2b_wait *w;
     char op[33];
-    int r = controller_request(c->m, kind, c->id, op, &state);
+    int r = controller_request(m, kind, id, op, &state);
 
     if (r < 0) {
-        lifecycle_reply_request_error(c->req, r, c->id, kind, state);
+        lifecycle_reply_request_error(req, r, id, kind, state);
         return;
     }
     w = calloc(1, sizeof(*w));
     if (!w) {
-        http_util_reply_error(c->req, 500, "out of memory");
+        http_util_reply_error(req, 500, "out of memory");
         return;
     }
     *w = (struct e2b_wait){ .ok_status = ok_status, .timeout_s = timeout_s };
     snprintf(w->verb, sizeof(w->verb), "%s", verb);
-    controller_wait(c->m, op, c->req, CREATE_WAIT, verb_finished, w);
+    controller_wait(m, op, req, CREATE_WAIT, verb_finished, w);
+}
+
+static void e2b_request_and_wait(struct request_ctx *c, enum operation_kind kind, const char *verb,
+                                 int ok_status, int64_t timeout_s)
+{
+    request_and_wait(c->m, c->req, c->id, kind, verb, ok_status, timeout_s);
 }
 
 static bool is_paused_state(const char *state)
 {
     return strcmp(sandbox_e2b_state(state), "paused") == 0;
+}
+
+/* What brings a sandbox E2B calls paused back: restore from suspended, else resume (a
+ * transitional state then answers 409: it is changing state). */
+static enum operation_kind wake_kind(const char *state)
+{
+    return strcmp(state, "suspended") == 0 || strcmp(state, "suspending") == 0 ||
+                   strcmp(state, "restoring") == 0
+               ? OPERATION_KIND_RESTORE
+               : OPERATION_KIND_RESUME;
 }
 
 /* Parses {timeout?, memory?} (connect) or {timeout?, autoPause?, memory?} (resume). */
@@ -632,37 +653,89 @@ static int resume_body(struct request_ctx *c, const char *known, int64_t *timeou
     return r;
 }
 
-void e2b_sandbox_connect(struct request_ctx *c)
+/*
+ * connect: a sandbox with an operation under way (being paused at its timeout, being
+ * resumed by another caller) is waited for first, then looked at again, so connect never
+ * answers 200 for a sandbox that is about to be suspended, nor 409 for one that is about
+ * to run (E2B#875). At most CONNECT_WAITS such waits.
+ */
+#define CONNECT_WAITS 3
+
+struct connect_wait {
+    char id[SANDBOX_ID_LEN + 1];
+    int64_t timeout_s;
+    int waits;
+};
+
+static void connect_run(struct manager *m, struct evhttp_request *req, const char *id,
+                        int64_t timeout, int waits);
+
+static void connect_waited(struct manager *m, struct evhttp_request *req,
+                           const struct store_operation *op, void *userdata)
+{
+    struct connect_wait *w = userdata;
+
+    if (!op) {
+        controller_reply_unfinished(m, req, "the sandbox did not settle in time");
+    } else {
+        connect_run(m, req, w->id, w->timeout_s, w->waits);
+    }
+    free(w);
+}
+
+static void connect_run(struct manager *m, struct evhttp_request *req, const char *id,
+                        int64_t timeout, int waits)
 {
     struct store_sandbox sb = { 0 };
-    int64_t timeout = c->m->default_timeout_s;
-    int r;
+    struct store_operation busy = { 0 };
+    int r = lifecycle_get_live(m, id, &sb);
 
-    if (resume_body(c, "timeout memory", &timeout) < 0) {
+    if (r < 0) {
+        reply_errno(req, r, "connect to", id);
         return;
     }
-    r = lifecycle_get_live(c->m, c->id, &sb);
-    if (r < 0) {
-        reply_errno(c->req, r, "connect to", c->id);
+    if (waits < CONNECT_WAITS && store_operation_get_unfinished(m->store, id, &busy) >= 0) {
+        struct connect_wait *w = calloc(1, sizeof(*w));
+        if (w) {
+            snprintf(w->id, sizeof(w->id), "%s", id);
+            w->timeout_s = timeout;
+            w->waits = waits + 1;
+            controller_wait(m, busy.id, req, CREATE_WAIT, connect_waited, w);
+        } else {
+            http_util_reply_error(req, 500, "out of memory");
+        }
+        store_operation_release(&busy);
+        store_sandbox_release(&sb);
         return;
     }
     if (is_paused_state(sb.state)) {
+        enum operation_kind kind = wake_kind(sb.state);
         store_sandbox_release(&sb);
-        e2b_request_and_wait(c, OPERATION_KIND_RESUME, "resume", 201, timeout);
+        request_and_wait(m, req, id, kind, "resume", 201, timeout);
         return;
     }
     store_sandbox_release(&sb);
     /* Running: connect only ever extends the time to live (§3.4). */
-    r = lifecycle_set_timeout(c->m, c->id, timeout, true);
+    r = lifecycle_set_timeout(m, id, timeout, true);
     if (r >= 0) {
-        r = lifecycle_get_live(c->m, c->id, &sb);
+        r = lifecycle_get_live(m, id, &sb);
     }
     if (r < 0) {
-        reply_errno(c->req, r, "connect to", c->id);
+        reply_errno(req, r, "connect to", id);
         return;
     }
-    http_util_reply_json(c->req, 200, sandbox_to_e2b(&sb, c->m->domain));
+    http_util_reply_json(req, 200, sandbox_to_e2b(&sb, m->domain));
     store_sandbox_release(&sb);
+}
+
+void e2b_sandbox_connect(struct request_ctx *c)
+{
+    int64_t timeout = c->m->default_timeout_s;
+
+    if (resume_body(c, "timeout memory", &timeout) < 0) {
+        return;
+    }
+    connect_run(c->m, c->req, c->id, timeout, 0);
 }
 
 /* The deprecated resume route: 201 when it resumed, 409 when it already runs. */
@@ -681,15 +754,17 @@ void e2b_sandbox_resume(struct request_ctx *c)
         return;
     }
     bool paused = is_paused_state(sb.state);
+    enum operation_kind kind = wake_kind(sb.state);
     store_sandbox_release(&sb);
     if (!paused) {
         http_util_reply_error(c->req, 409, "sandbox '%s' is already running", c->id);
         return;
     }
-    e2b_request_and_wait(c, OPERATION_KIND_RESUME, "resume", 201, timeout);
+    e2b_request_and_wait(c, kind, "resume", 201, timeout);
 }
 
-/* Sandbox.pause() / betaPause(): 204 once paused; a second pause is 409 (the SDK's false). */
+/* Sandbox.pause() / betaPause(): 204 once suspended; a second pause is 409 (the SDK's
+ * false). */
 void e2b_sandbox_pause(struct request_ctx *c)
 {
     json_t *body = http_util_body_json(c->req);
@@ -714,7 +789,8 @@ void e2b_sandbox_pause(struct request_ctx *c)
                                       "snapshot)");
         return;
     }
-    e2b_request_and_wait(c, OPERATION_KIND_PAUSE, "pause", 204, 0);
+    /* A sandbox paused through the native API is paused already: 409 as well. */
+    e2b_request_and_wait(c, OPERATION_KIND_SUSPEND, "pause", 204, 0);
 }
 
 void e2b_sandbox_metrics(struct request_ctx *c)

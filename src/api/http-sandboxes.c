@@ -94,9 +94,16 @@ void http_sandbox_create(struct request_ctx *c)
         return;
     }
     if (!routes_check_fields(c->req, body, "the create request",
-                             "template vcpus memory_mb disk_mb timeout_s metadata env network")) {
+                             "template vcpus memory_mb disk_mb timeout_s metadata env network "
+                             "auto_pause")) {
         goto out;
     }
+    json_t *ap = json_object_get(body, "auto_pause");
+    if (ap && !json_is_boolean(ap)) {
+        http_util_reply_error(c->req, 400, "'auto_pause' must be a boolean");
+        goto out;
+    }
+    p.auto_pause = json_is_true(ap);
     /* Absent: deny everything (the native default), stored explicitly all the same. */
     r = egress_from_native(json_object_get(body, "network"), &network, &perr);
     if (r >= 0) {

@@ -104,6 +104,7 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
         .end_at = p->timeout_s > 0 ? now + p->timeout_s * (int64_t)USEC_PER_SEC : 0,
         .private_traffic = p->private_traffic,
         .network_json = (char *)p->network_json,
+        .auto_pause = p->auto_pause,
     };
     r = store_begin(m->store);
     if (r < 0) {
@@ -154,7 +155,16 @@ int lifecycle_set_timeout(struct manager *m, const char *id, int64_t timeout_s, 
         return r;
     }
     int64_t end = now + timeout_s * (int64_t)USEC_PER_SEC;
-    if (!extend_only || (sb.end_at && end > sb.end_at)) {
+    if (sb.remaining_us != 0) {
+        /* Paused or suspended: its clock stands still, so the timeout is what it gets back
+         * when it runs again (extend_only: never less than it has). */
+        int64_t want = timeout_s * (int64_t)USEC_PER_SEC;
+        if (!extend_only || (sb.remaining_us > 0 && want > sb.remaining_us)) {
+            struct store_sandbox upd = { .id = sb.id, .remaining_us = want, .updated_at = now };
+            r = store_sandbox_update_fields(m->store, &upd,
+                                            STORE_SANDBOX_REMAINING | STORE_SANDBOX_UPDATED_AT);
+        }
+    } else if (!extend_only || (sb.end_at && end > sb.end_at)) {
         r = store_sandbox_set_end_at(m->store, id, end, now);
     }
     store_sandbox_release(&sb);

@@ -23,6 +23,7 @@ struct lifecycle_create_params {
     bool private_traffic;     /* user ports demand the traffic access token (E2B
                                  network.allowPublicTraffic: false) */
     const char *network_json; /* egress policy as egress.h stores it; NULL = deny all */
+    bool auto_pause;          /* suspended at its end time instead of killed (E2B autoPause) */
 };
 
 /* Checks an object of string values (metadata, envVars); a message for 400 otherwise. */
@@ -43,7 +44,9 @@ int lifecycle_create_failed_status(const struct store_operation *op);
  */
 int lifecycle_set_network(struct manager *m, const char *id, const char *network_json,
                           char ret_op[33], enum sandbox_state *ret_state);
-/* Sets end_at = now + timeout_s (extend_only: never earlier than it is). */
+/* Sets end_at = now + timeout_s (extend_only: never earlier than it is). For a paused or
+ * suspended sandbox, whose clock stands still, it sets the lifetime it gets back when it runs
+ * again (remaining_us) instead. */
 int lifecycle_set_timeout(struct manager *m, const char *id, int64_t timeout_s, bool extend_only);
 
 /*

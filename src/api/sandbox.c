@@ -128,8 +128,9 @@ json_t *sandbox_to_e2b_detail(const struct store_sandbox *sb, const char *domain
         json_object_set_new(j, "alias", json_string(sb->alias));
     }
     json_object_set_new(j, "domain", domain ? json_string(domain) : json_null());
-    json_object_set_new(j, "lifecycle",
-                        json_pack("{s:b, s:s}", "autoResume", 0, "onTimeout", "kill"));
+    json_object_set_new(
+        j, "lifecycle",
+        json_pack("{s:b, s:s}", "autoResume", 0, "onTimeout", sb->auto_pause ? "pause" : "kill"));
     return j;
 }
 
@@ -150,6 +151,12 @@ json_t *sandbox_to_json(const struct store_sandbox *sb)
     }
     if (j) {
         json_object_set_new(j, "network", egress_native(sb->network_json));
+        json_object_set_new(j, "auto_pause", json_boolean(sb->auto_pause));
+        /* Paused or suspended: the lifetime it gets back when it runs again (null: none
+         * kept, or no end time). */
+        json_object_set_new(j, "remaining_s",
+                            sb->remaining_us > 0 ? json_integer(sb->remaining_us / 1000000)
+                                                 : json_null());
     }
     return j;
 }

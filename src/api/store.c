@@ -72,7 +72,7 @@
 #define SANDBOX_COLUMNS                                                                            \
     "id, template_id, alias, client_id, state, desired_state, node_id, metadata, env, "            \
     "envd_access_token_sealed, error, vcpus, memory_mb, disk_mb, created_at, updated_at, end_at, " \
-    "private_traffic, network"
+    "private_traffic, network, remaining_us, auto_pause"
 /* The same columns one by one, for column-level updates: entry i is bit i of
  * enum store_sandbox_field and parameter i + 2 of the whole-row statements. */
 static const char *const sandbox_field_columns[] = {
@@ -94,6 +94,8 @@ static const char *const sandbox_field_columns[] = {
     "end_at",
     "private_traffic",
     "network",
+    "remaining_us",
+    "auto_pause",
 };
 #define OPERATION_COLUMNS                                                                          \
     "id, kind, sandbox_id, state, error, result, created_at, updated_at, lease_owner, "            \
@@ -101,7 +103,7 @@ static const char *const sandbox_field_columns[] = {
 #define API_KEY_COLUMNS "id, name, prefix, hash, created_at, last_used_at"
 #define UNFINISHED "state IN ('pending', 'running')"
 
-#define STORE_SANDBOX_N_PARAMS 19
+#define STORE_SANDBOX_N_PARAMS 21
 #define STORE_OPERATION_N_PARAMS 11
 #define STORE_API_KEY_N_PARAMS 6
 
@@ -116,10 +118,10 @@ static const char sql_migration_record[] =
 /* ON CONFLICT DO NOTHING (SQLite >= 3.24, PostgreSQL >= 9.5): a duplicate
  * changes no row, which change_one() reports as -EEXIST, and it does not
  * abort a PostgreSQL transaction. */
-static const char sql_sandbox_insert[] =
-    "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
-    "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) "
-    "ON CONFLICT DO NOTHING";
+static const char sql_sandbox_insert[] = "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
+                                         "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
+                                         "$14, $15, $16, $17, $18, $19, $20, $21) "
+                                         "ON CONFLICT DO NOTHING";
 static const char sql_sandbox_get[] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1";
 static const char sql_sandbox_cursor[] = "SELECT created_at FROM sandboxes WHERE id = $1";
 static const char sql_sandbox_delete[] = "DELETE FROM sandboxes WHERE id = $1";
@@ -456,6 +458,8 @@ static void sandbox_params(const struct store_sandbox *sb, const char *sealed_to
         STORE_PARAM_INT(sb->end_at),
         STORE_PARAM_INT(sb->private_traffic ? 1 : 0),
         STORE_PARAM_TEXT(sb->network_json),
+        STORE_PARAM_INT(sb->remaining_us),
+        STORE_PARAM_INT(sb->auto_pause ? 1 : 0),
     };
     memcpy(ret, p, sizeof(p));
 }
@@ -560,6 +564,8 @@ static int sandbox_decode(const struct store_value *cols, size_t n_cols, void *i
     if (r < 0) {
         goto fail;
     }
+    sb.remaining_us = cols[19].integer;
+    sb.auto_pause = cols[20].integer != 0;
     *(struct store_sandbox *)item = sb;
     return 0;
 fail:

@@ -51,6 +51,11 @@ struct store_sandbox {
     /* The egress policy (migration 6): a JSON object {"native": {...}, "e2b": {...}}
      * (api/egress.h); NULL = none recorded (a row an older release wrote: deny all). */
     char *network_json;
+    /* Lifetime (migration 8, architecture.md "A sandbox's life"): while paused or suspended
+     * the clock stands still, and this is what resume/restore gives back (end_at = now +
+     * remaining_us). 0 = nothing kept (not paused); -1 = it had no end time. */
+    int64_t remaining_us;
+    bool auto_pause; /* at its end time it is suspended, not killed (E2B autoPause) */
 };
 
 struct store_sandbox_filter {
@@ -94,7 +99,9 @@ enum store_sandbox_field {
     STORE_SANDBOX_END_AT = 1u << 15,
     STORE_SANDBOX_PRIVATE_TRAFFIC = 1u << 16,
     STORE_SANDBOX_NETWORK = 1u << 17,
-    STORE_SANDBOX_ALL = (1u << 18) - 1,
+    STORE_SANDBOX_REMAINING = 1u << 18,
+    STORE_SANDBOX_AUTO_PAUSE = 1u << 19,
+    STORE_SANDBOX_ALL = (1u << 20) - 1,
 };
 
 /*

@@ -167,6 +167,8 @@ static struct store_sandbox sandbox(const char *id, int64_t created_at, const ch
         .updated_at = created_at + 1,
         .end_at = created_at + 300 * 1000000LL,
         .network_json = "{\"native\":{\"internet\":false,\"allow\":[\"a.test\"],\"deny\":[]}}",
+        .remaining_us = 42 * 1000000LL,
+        .auto_pause = true,
     };
 }
 
@@ -199,6 +201,8 @@ static void assert_sandbox_equal(const struct store_sandbox *a, const struct sto
     assert_int_equal(a->updated_at, b->updated_at);
     assert_int_equal(a->end_at, b->end_at);
     assert_str_eq_null(a->network_json, b->network_json);
+    assert_int_equal(a->remaining_us, b->remaining_us);
+    assert_int_equal(a->auto_pause, b->auto_pause);
 }
 
 /* Lists with f and checks the ids, in order, against want (NULL-terminated). */
@@ -551,9 +555,13 @@ static void test_store_sandbox_crud(void **state)
     assert_string_equal(got.metadata_json, "{}");
     assert_string_equal(got.env_json, "{}");
     assert_int_equal(got.end_at, 0);
+    assert_int_equal(got.remaining_us, 0);
+    assert_false(got.auto_pause);
     store_sandbox_release(&got);
 
     sb.state = "running";
+    sb.remaining_us = -1;
+    sb.auto_pause = false;
     sb.node_id = NULL;
     sb.alias = NULL;
     sb.error = "placement failed";

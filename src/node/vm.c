@@ -1184,17 +1184,18 @@ static int fsync_path(const char *path, int flags)
     return r;
 }
 
-/* A suspend snapshot carries the guest's RAM in its vmstate: restored into ordinary
- * private memory. */
+/* A suspend snapshot carries the guest's RAM in its vmstate (whatever backed it before:
+ * a template snapshot's private mapping too): restored into ordinary private memory. */
 static void vm_restore_config(struct runtime_config *cfg)
 {
-    (void)cfg;
+    cfg->memory = RUNTIME_MEMORY_ANONYMOUS;
+    cfg->memory_fd = -EBADF;
 }
 
 static int vm_runtime_restore(const struct vm_host *host, const struct runtime_config *cfg,
                               const char *dir, struct runtime_vm **ret)
 {
-    return host->runtime->restore(cfg, dir, ret);
+    return runtime_restore(host->runtime, cfg, dir, ret);
 }
 
 int vm_suspend(const struct vm_host *host, const struct vm *vm, char **ret_error)

@@ -85,8 +85,9 @@ def test_e2b_pause_connect_and_states(plat, sid):
     assert e2b(plat, "POST", f"/sandboxes/{sid}/pause", json={"other": 1}).status_code == 400
     r = e2b(plat, "POST", f"/sandboxes/{sid}/pause", json={})
     assert r.status_code == 204, r.text
+    assert state(plat, sid) == "suspended"  # E2B's pause is space's suspend
     r = e2b(plat, "POST", f"/sandboxes/{sid}/pause", json={})
-    assert r.status_code == 409 and "paused" in r.json()["message"], r.text  # the SDK's false
+    assert r.status_code == 409 and "suspended" in r.json()["message"], r.text  # the SDK's false
     assert e2b(plat, "GET", f"/sandboxes/{sid}").json()["state"] == "paused"
     listed = {s["sandboxID"]: s["state"] for s in e2b(plat, "GET", "/v2/sandboxes").json()}
     assert listed.get(sid) == "paused", listed
@@ -102,8 +103,10 @@ def test_e2b_pause_connect_and_states(plat, sid):
     assert r.status_code == 200, r.text
     assert e2b(plat, "POST", f"/sandboxes/{sid}/resume", json={}).status_code == 409
 
-    # the deprecated resume route resumes too
-    assert e2b(plat, "POST", f"/sandboxes/{sid}/pause", json={}).status_code == 204
+    # the deprecated resume route resumes too, and a natively paused sandbox is E2B-paused
+    assert plat.admin("POST", f"/v1/sandboxes/{sid}/pause?wait=true")[0] == 200
+    assert e2b(plat, "GET", f"/sandboxes/{sid}").json()["state"] == "paused"
+    assert e2b(plat, "POST", f"/sandboxes/{sid}/pause", json={}).status_code == 409
     r = e2b(plat, "POST", f"/sandboxes/{sid}/resume", json={"timeout": 600})
     assert r.status_code == 201, r.text
     assert state(plat, sid) == "running"
@@ -120,3 +123,49 @@ def test_cli_pause_resume(plat, sid):
     res = subprocess.run([SPACE, "sandbox", "resume", sid], env=env, capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == 0 and res.stdout.split() == [sid, "running"], res
+
+
+def test_native_suspend_restore(plat, sid):
+    run(plat, sid, "echo unsynced > $HOME/s")
+    status, res = plat.admin("POST", f"/v1/sandboxes/{sid}/suspend?wait=true")
+    assert status == 200 and res["state"] == "suspended", res
+    status, res = plat.admin("POST", f"/v1/sandboxes/{sid}/suspend")
+    assert status == 409 and "suspended" in res["message"], res
+    status, res = plat.admin("POST", f"/v1/sandboxes/{sid}/resume")
+    assert status == 409 and "suspended" in res["message"], res
+    status, res = plat.admin("GET", "/v1/sandboxes?state=suspended")
+    assert sid in [s["id"] for s in res["sandboxes"]], res
+    status, res = plat.admin("POST", f"/v1/sandboxes/{sid}/restore?wait=true")
+    assert status == 200 and res["state"] == "running", res
+    status, res = plat.admin("POST", f"/v1/sandboxes/{sid}/restore")
+    assert status == 409 and "running" in res["message"], res
+    assert run(plat, sid, "cat $HOME/s") == "unsynced\n"
+
+
+def test_paused_time_does_not_eat_the_timeout(plat, sid):
+    """The rule (architecture.md "A sandbox's life"): pause and suspend stop the sandbox's
+    clock; resume and restore give back what was left."""
+    assert plat.admin("POST", f"/v1/sandboxes/{sid}/timeout", {"timeout_s": 120})[0] == 200
+    status, res = plat.admin("POST", f"/v1/sandboxes/{sid}/pause?wait=true")
+    assert status == 200 and 110 <= res["remaining_s"] <= 120, res
+    time.sleep(8)  # paused: none of this is taken from it
+    # a timeout set while paused is what it gets back
+    assert plat.admin("POST", f"/v1/sandboxes/{sid}/timeout", {"timeout_s": 90})[0] == 200
+    assert plat.admin("GET", f"/v1/sandboxes/{sid}")[1]["remaining_s"] == 90
+    status, res = plat.admin("POST", f"/v1/sandboxes/{sid}/resume?wait=true")
+    assert status == 200 and res["remaining_s"] is None, res
+    left = e2b_seconds_left(plat, sid)
+    assert 80 <= left <= 90, left
+    # suspend keeps it the same way, and connect's timeout only extends it
+    assert e2b(plat, "POST", f"/sandboxes/{sid}/pause", json={}).status_code == 204
+    time.sleep(3)
+    r = e2b(plat, "POST", f"/sandboxes/{sid}/connect", json={"timeout": 5})
+    assert r.status_code == 201, r.text
+    assert 75 <= e2b_seconds_left(plat, sid) <= 90
+
+
+def e2b_seconds_left(plat, sid):
+    import datetime
+    end = e2b(plat, "GET", f"/sandboxes/{sid}").json()["endAt"]
+    end = datetime.datetime.fromisoformat(end.replace("Z", "+00:00"))
+    return (end - datetime.datetime.now(datetime.timezone.utc)).total_seconds()

@@ -160,3 +160,68 @@ def test_kill_of_a_paused_sandbox(node):
     node.kill(other["id"])
     assert node.call("GET", f"/v1/sandboxes/{other['id']}")[0] == 404
     assert not os.path.exists(node.instance_dir(other))
+
+
+def verb(node, sid, name, want):
+    status, body = node.call("POST", f"/v1/sandboxes/{sid}/{name}")
+    assert status == 200, (name, status, body)
+    assert body["state"] == want, body
+    return body
+
+
+def pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def test_suspend_restore_cycles_keep_memory_and_unsynced_files(node):
+    """Several suspend/restore cycles in a row (E2B#884): the counting process, its count and
+    files never fsync'd survive each; the VMM is gone while suspended; a node crash while
+    suspended keeps it suspended."""
+    with_sb = node.create()
+    sid = with_sb["id"]
+    try:
+        sh(node, sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/counter.pid")
+        time.sleep(1)
+        pid = sh(node, sid, "cat /dev/shm/counter.pid").strip()
+        last = 0
+        qemu_pid = with_sb["pid"]
+        for cycle in range(1, 4):
+            sh(node, sid, f"echo cycle-{cycle} > /root/unsynced-{cycle}")
+            count = int(sh(node, sid, "cat /dev/shm/count"))
+            assert count >= last
+            body = verb(node, sid, "suspend", "suspended")
+            print(f"cycle {cycle}: node suspend {body['suspend_ms']:.1f} ms")
+            assert "pid" not in body and not pid_alive(qemu_pid), "the VMM is released"
+            status, res = node.call("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "true"})
+            assert status == 409 and "suspended" in res["message"], (status, res)
+            status, res = node.call("POST", f"/v1/sandboxes/{sid}/suspend")
+            assert status == 200 and res["state"] == "suspended"  # idempotent at the node
+            status, res = node.call("POST", f"/v1/sandboxes/{sid}/pause")
+            assert status == 409 and "suspended" in res["message"], (status, res)
+            if cycle == 2:
+                node.crash()
+                node.start()
+                status, res = node.call("GET", f"/v1/sandboxes/{sid}")
+                assert status == 200 and res["state"] == "suspended", (status, res)
+            body = verb(node, sid, "restore", "running")
+            print(f"cycle {cycle}: node restore {body['restore_ms']:.1f} ms")
+            qemu_pid = body["pid"]
+            for k in range(1, cycle + 1):
+                assert sh(node, sid, f"cat /root/unsynced-{k}").strip() == f"cycle-{k}"
+            assert sh(node, sid, "cat /dev/shm/counter.pid").strip() == pid
+            last = int(sh(node, sid, "cat /dev/shm/count"))
+            assert last >= count, (count, last)
+            assert abs(int(sh(node, sid, "date +%s")) - time.time()) < 3
+        snap_dir = os.path.join(node.instance_dir(with_sb), "suspend")
+        assert not os.path.exists(snap_dir), "a restored sandbox keeps no stale snapshot"
+        time.sleep(1)
+        assert int(sh(node, sid, "cat /dev/shm/count")) > last
+        # a suspended sandbox can be killed: everything goes
+        verb(node, sid, "suspend", "suspended")
+    finally:
+        node.kill(sid)
+    assert not os.path.exists(node.instance_dir(with_sb))
