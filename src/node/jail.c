@@ -825,7 +825,10 @@ void jail_vmm_limits(const struct runtime_config *cfg, struct cgroup_limits *ret
     *ret = (struct cgroup_limits){
         .memory_max = ((uint64_t)cfg->memory_mib + jail.vmm_overhead_mib) << 20,
         .cpu_weight = 100 * MAX(cfg->vcpus, 1u),
-        .cpu_quota_pc = 100 * MAX(cfg->vcpus, 1u) + 50,
+        /* One CPU per vCPU plus one for QEMU's own threads (main loop, I/O, RCU): a tighter
+         * quota throttles a vCPU for the rest of a 100 ms period, which a booting guest's timer
+         * calibration cannot take (seen here: "IO-APIC + timer doesn't work" panics). */
+        .cpu_quota_pc = 100 * MAX(cfg->vcpus, 1u) + 100,
         .pids_max = JAIL_VMM_PIDS_MAX,
     };
 }
