@@ -625,11 +625,15 @@ static void child_drop(const struct child_ctx *c)
             child_fail(c, "set an rlimit");
         }
     }
-    /* Raw syscalls rather than libcap, which allocates (see the top of the file). */
-    if (setgroups(s->n_groups, s->groups) < 0) {
+    /* Raw syscalls rather than libcap, which allocates (see the top of the file), and rather
+     * than glibc's set*id() wrappers: after our raw clone glibc still thinks the process has
+     * the parent's threads, and its setxid broadcast would take a lock one of them may have
+     * held at the clone and wait on threads that do not exist here (8 concurrent creates
+     * hung). The child is one thread: the raw syscall is what we want. */
+    if (syscall(SYS_setgroups, s->n_groups, s->groups) < 0) {
         child_fail(c, "set supplementary groups");
     }
-    if (setresgid(s->gid, s->gid, s->gid) < 0) {
+    if (syscall(SYS_setresgid, s->gid, s->gid, s->gid) < 0) {
         child_fail(c, "set gid");
     }
     for (int cap = 0; cap < 64; cap++) {
@@ -644,7 +648,7 @@ static void child_drop(const struct child_ctx *c)
               0, 0, 0) < 0) {
         child_fail(c, "lock securebits");
     }
-    if (setresuid(s->uid, s->uid, s->uid) < 0) {
+    if (syscall(SYS_setresuid, s->uid, s->uid, s->uid) < 0) {
         child_fail(c, "set uid");
     }
     if (syscall(SYS_capset, &head, none) < 0 ||
