@@ -18,6 +18,7 @@ packages=(
   dnsmasq-base  # tests/compat/test_tls_default_mode.py: *.{domain} inside a test netns
   sqlite3 # tests/ingress/test_routing.py holds the store locked from another process
   nginx-light bind9-dnsutils  # tests/lib/internet.py: the simulated internet's web servers, dig
+  python3-cryptography  # tests/gw/sealing.py: seals test secrets (a second implementation)
 )
 
 missing=()

@@ -31,6 +31,7 @@
 
 #include "agent/agent.h"
 #include "agent/auth.h"
+#include "agent/identity.h"
 #include "agent/limits.h"
 #include "agent/reply.h"
 #include "agent/trust.h"
@@ -214,7 +215,8 @@ void state_http_init(struct agent *a, struct evhttp_request *req)
     size_t len = evbuffer_get_length(body);
     const char *token = NULL, *user = NULL, *workdir = NULL, *ts = NULL;
     json_t *msg = NULL, *envs = NULL, *ca = NULL;
-    const char *ca_why = NULL;
+    const char *ca_why = NULL, *id_why = NULL;
+    struct identity id = { 0 };
     struct timespec when;
     char *clean = NULL;
     json_error_t err;
@@ -276,6 +278,10 @@ void state_http_init(struct agent *a, struct evhttp_request *req)
         reply_error(req, 400, "invalid timestamp '%s'", ts);
         goto out;
     }
+    if (msg && identity_parse(msg, &id, &id_why) < 0) {
+        reply_error(req, 400, "%s", id_why);
+        goto out;
+    }
     if (workdir && *workdir) {
         if (workdir[0] != '/' || path_clean(workdir, &clean) < 0) {
             reply_error(req, 400, "defaultWorkdir must be an absolute path");
@@ -334,11 +340,17 @@ void state_http_init(struct agent *a, struct evhttp_request *req)
             log_warning_errno(-errno, "cannot set the clock from /init, ignoring: %m");
         }
     }
+    /* Guest init only: on a host (tests) these would change the host. */
+    if (a->is_init && identity_apply(&id) < 0) {
+        reply_error(req, 500, "cannot reseed the guest's random number generator");
+        goto out;
+    }
     state_save(a);
     evhttp_add_header(evhttp_request_get_output_headers(req), "X-Envd-Version", AGENT_ENVD_VERSION);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
     reply_empty(req, 204);
 out:
+    identity_release(&id);
     free(clean);
     json_decref(msg);
 }

@@ -40,10 +40,12 @@
 #include "basic/parse-util.h"
 #include "basic/rlimit-util.h"
 #include "basic/socket-util.h"
+#include "shared/sealed-secret.h"
 
 static const char *arg_data_dir = "/var/lib/space";
 static const char *arg_store = NULL;
-static const char *arg_store_key = NULL; /* NULL: DATA/store.key, created on first start */
+static const char *arg_store_key = NULL;   /* NULL: DATA/store.key, created on first start */
+static const char *arg_secrets_key = NULL; /* space-gw's public key; NULL: no secrets routes */
 static const char *arg_listen = "127.0.0.1:3000";
 static const char *arg_socket = "/run/space/api.sock";
 static const char *arg_node_socket = "/run/space/node.sock";
@@ -89,6 +91,9 @@ static void help(void)
         "  --store-key FILE        key sealing tokens in the store, 32 bytes, 0600; must exist\n"
         "                          (default DATA/store.key, created on first start; replicas\n"
         "                          on one PostgreSQL need the same file)\n"
+        "  --secrets-key FILE      space-gw's public key (its DATA/gw/secrets.pub): secrets are\n"
+        "                          sealed to it, so only space-gw opens them (default: none,\n"
+        "                          the secrets routes answer 503)\n"
         "  --listen IP:PORT        REST API for API-key clients (default %s)\n"
         "  --socket PATH           local admin socket for the CLI (default %s)\n"
         "  --node-socket PATH      space-node's API (default %s)\n"
@@ -114,6 +119,7 @@ static int parse_args(int argc, char **argv)
         { "data-dir", required_argument, NULL, 'd' },
         { "store", required_argument, NULL, 'S' },
         { "store-key", required_argument, NULL, 'K' },
+        { "secrets-key", required_argument, NULL, 'P' },
         { "listen", required_argument, NULL, 'l' },
         { "socket", required_argument, NULL, 's' },
         { "node-socket", required_argument, NULL, 'n' },
@@ -144,6 +150,9 @@ static int parse_args(int argc, char **argv)
             break;
         case 'K':
             arg_store_key = optarg;
+            break;
+        case 'P':
+            arg_secrets_key = optarg;
             break;
         case 'l':
             arg_listen = optarg;
@@ -445,6 +454,14 @@ int main(int argc, char **argv)
                         other_key, key_id);
         goto out;
     }
+    if (arg_secrets_key) {
+        /* The public half only: space-api seals, it never opens (sealed-secret.h). */
+        r = sealed_secret_load_public(arg_secrets_key, &m.secrets_key);
+        if (r < 0) {
+            log_error_errno(r, "cannot load the secrets key '%s': %m", arg_secrets_key);
+            goto out;
+        }
+    }
     if (arg_bootstrap_key) {
         r = bootstrap_key(&m, arg_bootstrap_key);
         if (r < 0) {
@@ -615,6 +632,7 @@ out:
         event_base_free(m.base);
     }
     store_close(m.store);
+    EVP_PKEY_free(m.secrets_key);
     log_info("stopped");
     return r < 0 ? 1 : 0;
 }

@@ -18,6 +18,7 @@
 #include "api/operation.h"
 #include "api/route-cache.h"
 #include "api/sandbox.h"
+#include "api/secrets.h"
 #include "basic/fault.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
@@ -87,10 +88,56 @@ static void run_network(struct op_job *j)
                                    &j->error);
 }
 
+/*
+ * POST /v1/sandboxes/{id}/<verb> on the node, which answers 200 also when the VM is in the
+ * verb's end state already (a re-run after a crash of ours meets its own earlier work).
+ */
+static void run_node_verb(struct op_job *j, const char *verb)
+{
+    char path[128];
+    json_t *res = NULL;
+
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/%s", j->sb.id, verb);
+    j->r =
+        node_client_call(j->node_socket, "POST", path, NULL, NODE_CLIENT_TIMEOUT, &j->status, &res);
+    if (j->r < 0) {
+        j->status = 502;
+        j->error = strdup(strerror(-j->r));
+    } else if (j->status != 200) {
+        const char *msg = json_string_value(json_object_get(res, "message"));
+        if (asprintf(&j->error, "the node answered %d: %s", j->status, msg ? msg : "") < 0) {
+            j->error = NULL;
+        }
+        j->r = j->status == 404 ? -ENOENT : -EIO;
+    }
+    json_decref(res);
+}
+
+static void run_pause(struct op_job *j)
+{
+    run_node_verb(j, "pause");
+}
+
+static void run_resume(struct op_job *j)
+{
+    run_node_verb(j, "resume");
+}
+
+static void run_suspend(struct op_job *j)
+{
+    run_node_verb(j, "suspend");
+}
+
+static void run_restore(struct op_job *j)
+{
+    run_node_verb(j, "restore");
+}
+
 /* The implemented kinds (operation.h); a kind without a runner ends with 501. */
 static const op_run_fn op_runners[_OPERATION_KIND_MAX] = {
-    [OPERATION_KIND_CREATE] = run_create,
-    [OPERATION_KIND_KILL] = run_kill,
+    [OPERATION_KIND_CREATE] = run_create,   [OPERATION_KIND_KILL] = run_kill,
+    [OPERATION_KIND_PAUSE] = run_pause,     [OPERATION_KIND_RESUME] = run_resume,
+    [OPERATION_KIND_SUSPEND] = run_suspend, [OPERATION_KIND_RESTORE] = run_restore,
     [OPERATION_KIND_NETWORK] = run_network,
 };
 
@@ -507,6 +554,26 @@ static void op_done(void *p)
 }
 
 /*
+ * The policy the worker hands the node: the stored one plus the sealed secrets its inject
+ * rules name, read now (secrets.h), in place of sb's network_json (what egress_native()
+ * reads on the worker). A secret rotated or deleted after this re-sends the policy.
+ */
+static int wire_policy(struct manager *m, struct store_sandbox *sb)
+{
+    json_t *wire = secrets_wire_policy(m, sb),
+           *doc = wire ? json_pack("{s:o}", "native", wire) : NULL;
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+
+    json_decref(doc);
+    if (!text) {
+        return -ENOMEM;
+    }
+    free(sb->network_json);
+    sb->network_json = text;
+    return 0;
+}
+
+/*
  * Starts a worker for op, claimed by this process, dispatching by its kind;
  * takes op's strings on success. -ENOENT: its sandbox is gone; -EOPNOTSUPP:
  * a kind the table has but nothing implements yet (or one it does not know).
@@ -559,6 +626,12 @@ static int op_start(struct manager *m, struct store_operation *op)
             if (r < 0) {
                 goto fail;
             }
+        }
+    }
+    if (kind == OPERATION_KIND_CREATE || kind == OPERATION_KIND_NETWORK) {
+        r = wire_policy(m, &j->sb);
+        if (r < 0) {
+            goto fail;
         }
     }
     if (kind == OPERATION_KIND_CREATE) {
@@ -888,8 +961,19 @@ static void sync_network(struct manager *m, const struct store_sandbox *sb, json
     if (!json_is_object(on_node)) {
         return;
     }
-    want = egress_native(sb->network_json);
-    if (want && !json_equal(want, on_node)) {
+    /* What the node was sent (rules of deleted secrets left out), sealed values aside: they
+     * differ on every send (sealed-secret.h) and the node need not show them. */
+    want = secrets_wire_policy(m, sb);
+    json_t *shown = json_copy(on_node);
+    if (want) {
+        json_object_del(want, "secrets");
+    }
+    if (shown) {
+        json_object_del(shown, "secrets");
+    }
+    bool differs = want && shown && !json_equal(want, shown);
+    json_decref(shown);
+    if (differs) {
         log_sandbox_warning(sb->id, "the node enforces another egress policy, sending it again");
         if (store_begin(m->store) >= 0) {
             if (controller_add_operation(m, OPERATION_KIND_NETWORK, sb->id, op) < 0) {
@@ -906,7 +990,8 @@ static void sync_done(void *p)
 {
     struct sync_job *j = p;
     struct manager *m = j->m;
-    static const char *const live[] = { SANDBOX_STATE_RUNNING, NULL };
+    /* A paused sandbox lives on its node too (its memory is there). */
+    static const char *const live[] = { SANDBOX_STATE_RUNNING, "paused", "suspended", NULL };
     struct store_sandbox_filter f = { .states = live };
     struct store_sandbox *list = NULL;
     size_t n = 0, i;
@@ -996,6 +1081,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
     enforce_timeouts(m);
     controller_kick(m);
     egress_audit_tick(m);
+    secrets_tick(m);
     if (now_monotonic() - m->last_node_sync >= NODE_SYNC_USEC) {
         struct sync_job *j = calloc(1, sizeof(*j));
         m->last_node_sync = now_monotonic();

@@ -13,6 +13,7 @@
 
 #include "api/controller.h"
 #include "api/egress.h"
+#include "api/secrets.h"
 #include "api/lifecycle.h"
 #include "api/routes.h"
 #include "api/sandbox.h"
@@ -213,8 +214,26 @@ static void reply_policy_error(struct evhttp_request *req, int r, const struct p
     } else if (r == -EINVAL) {
         http_util_reply_error(req, 400, "invalid network policy: %s", e->message);
     } else {
-        http_util_reply_error(req, 500, "cannot parse the network policy: %s", strerror(-r));
+        http_util_reply_error(req, 500, "cannot parse the network policy: %s",
+                              e->message[0] ? e->message : strerror(-r));
     }
+}
+
+/* Seals and stores the literal header values of network.rules as secrets of sandbox id. */
+static int create_literals(struct manager *m, const char *id, json_t *literals)
+{
+    const char *name;
+    json_t *v;
+    int r;
+
+    json_object_foreach (literals, name, v) {
+        r = secrets_create_literal(m, id, name, json_string_value(v));
+        if (r < 0) {
+            secrets_drop_literals(m, literals);
+            return r;
+        }
+    }
+    return 0;
 }
 
 void e2b_sandbox_create(struct request_ctx *c)
@@ -222,13 +241,14 @@ void e2b_sandbox_create(struct request_ctx *c)
     char id[SANDBOX_ID_LEN + 1], op[33];
     struct policy_error perr = { { 0 } };
     char *network = NULL;
-    json_t *body, *t;
+    json_t *body, *t, *literals = json_object();
     const char *bad;
     int64_t timeout = c->m->default_timeout_s;
     int r;
 
     body = http_util_body_json(c->req);
-    if (!body) {
+    if (!body || !literals) {
+        json_decref(literals);
         return;
     }
     if (!check_create_fields(c->req, body)) {
@@ -236,8 +256,22 @@ void e2b_sandbox_create(struct request_ctx *c)
     }
     /* allow_internet_access absent = true, as in the SDKs; the ingress keys of network are
      * check_create_fields()' and are skipped here. */
-    r = egress_from_e2b(json_object_get(body, "network"),
-                        json_object_get(body, "allow_internet_access"), false, &network, &perr);
+    /* The id first: the literal header values of network.rules become secrets named
+     * after the sandbox (secrets.h). */
+    r = sandbox_id_new(id);
+    if (r >= 0) {
+        r = egress_from_e2b(json_object_get(body, "network"),
+                            json_object_get(body, "allow_internet_access"), false, id, literals,
+                            &network, &perr);
+    }
+    if (r < 0) {
+        reply_policy_error(c->req, r, &perr);
+        goto out;
+    }
+    if (json_object_size(literals) > 0 && !secrets_available(c, true)) {
+        goto out;
+    }
+    r = egress_check_secrets(c->m, NULL, network, literals, &perr);
     if (r < 0) {
         reply_policy_error(c->req, r, &perr);
         goto out;
@@ -262,7 +296,16 @@ void e2b_sandbox_create(struct request_ctx *c)
         http_util_reply_error(c->req, 400, "'%s' must be an object of strings", bad);
         goto out;
     }
+    /* Last, so that nothing else can still refuse the create after the literals exist. */
+    r = create_literals(c->m, id, literals);
+    secrets_wipe_values(literals);
+    if (r < 0) {
+        http_util_reply_error(c->req, 500, "cannot store the network rules' values: %s",
+                              strerror(-r));
+        goto out;
+    }
     struct lifecycle_create_params p = {
+        .id = id,
         .template_id = template_id,
         .vcpus = E2B_DEFAULT_VCPUS,
         .memory_mb = E2B_DEFAULT_MEMORY_MB,
@@ -274,6 +317,9 @@ void e2b_sandbox_create(struct request_ctx *c)
         .network_json = network,
     };
     r = lifecycle_create(c->m, &p, id, op);
+    if (r < 0) {
+        secrets_drop_literals(c->m, literals);
+    }
     if (r == -EAGAIN) {
         evhttp_add_header(evhttp_request_get_output_headers(c->req), "Retry-After", "5");
         http_util_reply_error(c->req, 429, "too many sandboxes for this deployment's capacity (%u)",
@@ -287,6 +333,11 @@ void e2b_sandbox_create(struct request_ctx *c)
     }
     controller_wait(c->m, op, c->req, CREATE_WAIT, create_finished, NULL);
 out:
+    if (json_object_size(literals) > 0) {
+        secrets_wipe_values(literals);
+        secrets_wipe_request(c->req);
+    }
+    json_decref(literals);
     free(network);
     json_decref(body);
 }
@@ -326,7 +377,7 @@ void e2b_sandbox_network(struct request_ctx *c)
     struct policy_error perr = { { 0 } };
     enum sandbox_state state = _SANDBOX_STATE_INVALID;
     char *network = NULL, op[33];
-    json_t *body;
+    json_t *body, *literals;
     int r = lifecycle_get_live(c->m, c->id, &sb);
 
     if (r < 0) {
@@ -338,19 +389,44 @@ void e2b_sandbox_network(struct request_ctx *c)
     if (!body) {
         return;
     }
-    r = egress_from_e2b(body, NULL, true, &network, &perr);
-    json_decref(body);
+    literals = json_object();
+    r = literals ? egress_from_e2b(body, NULL, true, c->id, literals, &network, &perr) : -ENOMEM;
     if (r < 0) {
         reply_policy_error(c->req, r, &perr);
-        return;
+        goto out;
     }
-    r = lifecycle_set_network(c->m, c->id, network, op, &state);
-    free(network);
+    if (json_object_size(literals) > 0 && !secrets_available(c, true)) {
+        goto out;
+    }
+    r = egress_check_secrets(c->m, c->id, network, literals, &perr);
+    if (r >= 0) {
+        r = create_literals(c->m, c->id, literals);
+        if (r < 0) {
+            snprintf(perr.message, sizeof(perr.message),
+                     "cannot store the network rules' values: %s", strerror(-r));
+            r = -EIO;
+        }
+    }
     if (r < 0) {
+        reply_policy_error(c->req, r, &perr);
+        goto out;
+    }
+    /* The literals the policy replaced stay until the sandbox ends (secrets_tick()). */
+    r = lifecycle_set_network(c->m, c->id, network, op, &state);
+    if (r < 0) {
+        secrets_drop_literals(c->m, literals);
         lifecycle_reply_request_error(c->req, r, c->id, OPERATION_KIND_NETWORK, state);
-        return;
+        goto out;
     }
     http_network_wait(c, op, true);
+out:
+    if (json_object_size(literals) > 0) {
+        secrets_wipe_values(literals);
+        secrets_wipe_request(c->req);
+    }
+    json_decref(literals);
+    json_decref(body);
+    free(network);
 }
 
 static void kill_finished(struct manager *m, struct evhttp_request *req,
@@ -438,16 +514,145 @@ void e2b_sandbox_refresh(struct request_ctx *c)
     evhttp_send_reply(c->req, 204, "No Content", NULL);
 }
 
+/*
+ * E2B's pause and resume (e2b-compat.md "pause/connect"). E2B's pause keeps the sandbox
+ * for later without it running; space maps it to its own pause (memory resident, QMP
+ * stop) until suspend lands, and connect/resume of a paused sandbox to resume. Both block
+ * until the operation ends, as the SDKs expect.
+ */
+struct e2b_wait {
+    int ok_status;     /* 204 (pause) or 201 (resumed) */
+    int64_t timeout_s; /* resume: the TTL connect/resume asked for (never shortens) */
+    char verb[16];
+};
+
+static void verb_finished(struct manager *m, struct evhttp_request *req,
+                          const struct store_operation *op, void *userdata)
+{
+    struct e2b_wait *w = userdata;
+    struct store_sandbox sb = { 0 };
+    json_error_t err;
+
+    if (!op) {
+        controller_reply_unfinished(m, req, "the sandbox did not change state in time");
+        goto out;
+    }
+    if (strcmp(op->state, "succeeded") != 0) {
+        json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
+        int status = (int)json_integer_value(json_object_get(res, "status"));
+        json_decref(res);
+        http_util_reply_error(req, status == 404 || status == 409 ? status : 500,
+                              "cannot %s sandbox: %s", w->verb, op->error ? op->error : "failed");
+        goto out;
+    }
+    if (w->ok_status == 204) {
+        evhttp_send_reply(req, 204, "No Content", NULL);
+        goto out;
+    }
+    /* Resumed: connect's timeout extends the remaining lifetime, never shortens it. */
+    (void)lifecycle_set_timeout(m, op->sandbox_id, w->timeout_s, true);
+    if (lifecycle_get_live(m, op->sandbox_id, &sb) < 0) {
+        http_util_reply_error(req, 404, "sandbox '%s' not found", op->sandbox_id);
+        goto out;
+    }
+    http_util_reply_json(req, w->ok_status, sandbox_to_e2b(&sb, m->domain));
+    store_sandbox_release(&sb);
+out:
+    free(w);
+}
+
+/* Records kind on c->id and waits for it; replies itself on every path. */
+static void e2b_request_and_wait(struct request_ctx *c, enum operation_kind kind, const char *verb,
+                                 int ok_status, int64_t timeout_s)
+{
+    enum sandbox_state state = _SANDBOX_STATE_INVALID;
+    struct e2b_wait *w;
+    char op[33];
+    int r = controller_request(c->m, kind, c->id, op, &state);
+
+    if (r < 0) {
+        lifecycle_reply_request_error(c->req, r, c->id, kind, state);
+        return;
+    }
+    w = calloc(1, sizeof(*w));
+    if (!w) {
+        http_util_reply_error(c->req, 500, "out of memory");
+        return;
+    }
+    *w = (struct e2b_wait){ .ok_status = ok_status, .timeout_s = timeout_s };
+    snprintf(w->verb, sizeof(w->verb), "%s", verb);
+    controller_wait(c->m, op, c->req, CREATE_WAIT, verb_finished, w);
+}
+
+static bool is_paused_state(const char *state)
+{
+    return strcmp(sandbox_e2b_state(state), "paused") == 0;
+}
+
+/* Parses {timeout?, memory?} (connect) or {timeout?, autoPause?, memory?} (resume). */
+static int resume_body(struct request_ctx *c, const char *known, int64_t *timeout)
+{
+    json_t *body = http_util_body_json(c->req), *t;
+    bool memory = true, auto_pause = false;
+    int r = 0;
+
+    if (!body) {
+        return -EINVAL;
+    }
+    json_t *mem = json_object_get(body, "memory");
+    t = json_object_get(body, "timeout");
+    if (!routes_check_fields(c->req, body, "the request", known) ||
+        !get_bool(c->req, body, "autoPause", &auto_pause)) {
+        r = -EINVAL;
+    } else if (mem && !json_is_null(mem) && !json_is_boolean(mem)) {
+        http_util_reply_error(c->req, 400, "'memory' must be a boolean");
+        r = -EINVAL;
+    } else if (t && !json_is_null(t) &&
+               (!json_is_integer(t) || json_integer_value(t) < 0 ||
+                json_integer_value(t) > c->m->max_timeout_s)) {
+        http_util_reply_error(c->req, 400, "'timeout' must be between 0 and %lld seconds",
+                              (long long)c->m->max_timeout_s);
+        r = -EINVAL;
+    } else {
+        memory = !mem || json_is_null(mem) || json_is_true(mem);
+        if (t && !json_is_null(t)) {
+            *timeout = json_integer_value(t);
+        }
+        if (!memory) {
+            /* onResume: "reboot" (start from the disk only) is not there yet. */
+            reply_not_implemented(c->req, "resuming without memory (memory: false, a reboot "
+                                          "from the disk)");
+            r = -EOPNOTSUPP;
+        } else if (auto_pause) {
+            reply_not_implemented(c->req, "pausing at timeout (autoPause)");
+            r = -EOPNOTSUPP;
+        }
+    }
+    json_decref(body);
+    return r;
+}
+
 void e2b_sandbox_connect(struct request_ctx *c)
 {
     struct store_sandbox sb = { 0 };
     int64_t timeout = c->m->default_timeout_s;
     int r;
 
-    if (body_seconds(c, "timeout", false, "timeout memory", &timeout) < 0) {
+    if (resume_body(c, "timeout memory", &timeout) < 0) {
         return;
     }
-    /* Running: connect only ever extends the time to live (§3.4). Paused comes later. */
+    r = lifecycle_get_live(c->m, c->id, &sb);
+    if (r < 0) {
+        reply_errno(c->req, r, "connect to", c->id);
+        return;
+    }
+    if (is_paused_state(sb.state)) {
+        store_sandbox_release(&sb);
+        e2b_request_and_wait(c, OPERATION_KIND_RESUME, "resume", 201, timeout);
+        return;
+    }
+    store_sandbox_release(&sb);
+    /* Running: connect only ever extends the time to live (§3.4). */
     r = lifecycle_set_timeout(c->m, c->id, timeout, true);
     if (r >= 0) {
         r = lifecycle_get_live(c->m, c->id, &sb);
@@ -460,15 +665,14 @@ void e2b_sandbox_connect(struct request_ctx *c)
     store_sandbox_release(&sb);
 }
 
+/* The deprecated resume route: 201 when it resumed, 409 when it already runs. */
 void e2b_sandbox_resume(struct request_ctx *c)
 {
     struct store_sandbox sb = { 0 };
-    json_t *body = http_util_body_json(c->req);
-    bool ok = body && routes_check_fields(c->req, body, "the request", "timeout autoPause memory");
+    int64_t timeout = c->m->default_timeout_s;
     int r;
 
-    json_decref(body);
-    if (!ok) {
+    if (resume_body(c, "timeout autoPause memory", &timeout) < 0) {
         return;
     }
     r = lifecycle_get_live(c->m, c->id, &sb);
@@ -476,8 +680,41 @@ void e2b_sandbox_resume(struct request_ctx *c)
         reply_errno(c->req, r, "resume", c->id);
         return;
     }
+    bool paused = is_paused_state(sb.state);
     store_sandbox_release(&sb);
-    http_util_reply_error(c->req, 409, "sandbox '%s' is already running", c->id);
+    if (!paused) {
+        http_util_reply_error(c->req, 409, "sandbox '%s' is already running", c->id);
+        return;
+    }
+    e2b_request_and_wait(c, OPERATION_KIND_RESUME, "resume", 201, timeout);
+}
+
+/* Sandbox.pause() / betaPause(): 204 once paused; a second pause is 409 (the SDK's false). */
+void e2b_sandbox_pause(struct request_ctx *c)
+{
+    json_t *body = http_util_body_json(c->req);
+    bool memory = true;
+
+    if (!body) {
+        return;
+    }
+    json_t *mem = json_object_get(body, "memory");
+    bool ok = routes_check_fields(c->req, body, "the request", "memory");
+    if (ok && mem && !json_is_null(mem) && !json_is_boolean(mem)) {
+        http_util_reply_error(c->req, 400, "'memory' must be a boolean");
+        ok = false;
+    }
+    memory = !mem || json_is_null(mem) || json_is_true(mem);
+    json_decref(body);
+    if (!ok) {
+        return;
+    }
+    if (!memory) {
+        reply_not_implemented(c->req, "pausing without memory (memory: false, a disk-only "
+                                      "snapshot)");
+        return;
+    }
+    e2b_request_and_wait(c, OPERATION_KIND_PAUSE, "pause", 204, 0);
 }
 
 void e2b_sandbox_metrics(struct request_ctx *c)
@@ -587,7 +824,11 @@ static int list_time_filter(struct evhttp_request *req, const char *name, const 
 static void list_sandboxes(struct request_ctx *c, bool v2)
 {
     static const char *const running[] = { SANDBOX_STATE_RUNNING, NULL };
-    static const char *const none[] = { "-", NULL };
+    /* What E2B calls paused (sandbox_e2b_state()). */
+    static const char *const paused[] = { "pausing",   "paused",    "resuming", "suspending",
+                                          "suspended", "restoring", NULL };
+    static const char *const both[] = { SANDBOX_STATE_RUNNING, "pausing",   "paused",    "resuming",
+                                        "suspending",          "suspended", "restoring", NULL };
     char *metadata = NULL, *state = NULL, *limit_s = NULL, *next = NULL, *order = NULL;
     char *after_s = NULL, *before_s = NULL, *template_id = NULL;
     char **pairs = NULL;
@@ -595,7 +836,8 @@ static void list_sandboxes(struct request_ctx *c, bool v2)
     size_t n = 0;
     uint32_t limit = E2B_LIST_MAX;
     int64_t after = 0, before = 0;
-    bool want_running = true;
+    /* v2 without a state filter lists running and paused (e2b-compat.md §3.5); v1 running. */
+    bool want_running = true, want_paused = v2;
 
     /* routes.c refused unknown and repeated parameters already. */
     metadata = routes_query(c->req, "metadata");
@@ -629,12 +871,13 @@ static void list_sandboxes(struct request_ctx *c, bool v2)
         goto out;
     }
     if (state) {
-        /* Only running exists until pause lands; paused matches nothing yet. */
-        want_running = false;
+        want_running = want_paused = false;
         for (char *s = state, *tok; (tok = strsep(&s, ","));) {
             if (strcmp(tok, "running") == 0) {
                 want_running = true;
-            } else if (strcmp(tok, "paused") != 0) {
+            } else if (strcmp(tok, "paused") == 0) {
+                want_paused = true;
+            } else {
                 http_util_reply_error(c->req, 400, "invalid state '%s'", tok);
                 goto out;
             }
@@ -645,7 +888,9 @@ static void list_sandboxes(struct request_ctx *c, bool v2)
         goto out;
     }
     struct store_sandbox_filter f = {
-        .states = want_running ? running : none,
+        .states = want_running && want_paused ? both
+                  : want_paused               ? paused
+                                              : running,
         .metadata = (const char *const *)pairs,
         .template_id = template_id,
         .started_after = after_s ? &after : NULL,

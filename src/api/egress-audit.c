@@ -97,6 +97,24 @@ static const char *string_in(json_t *rec, const char *key, const char *const *al
     return NULL;
 }
 
+/* The record's "secret": comma-joined secret names (gw-proto.h), or NULL for anything else. */
+static const char *secret_names(json_t *rec)
+{
+    const char *v = json_string_value(json_object_get(rec, "secret"));
+    size_t n = v ? strlen(v) : 0;
+
+    if (n == 0 || n > 64 * 65) {
+        return NULL;
+    }
+    for (const char *p = v; *p; p++) {
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              *p == '_' || *p == '-' || *p == ',')) {
+            return NULL;
+        }
+    }
+    return v;
+}
+
 /*
  * One record of the node's page as a store row (borrowing epoch): 0, or -EINVAL for one
  * that is not a record (skipped, with a warning). record_json is the record without its
@@ -136,6 +154,7 @@ static int record_from_json(json_t *rec, const char *epoch, struct store_egress_
         .time_us = t > 0 ? t : (int64_t)now_realtime(),
         .proto = (char *)string_in(rec, "proto", protos),
         .verdict = (char *)string_in(rec, "verdict", verdicts),
+        .secret = (char *)secret_names(rec),
         .record_json = text,
     };
     return 0;

@@ -101,6 +101,10 @@ void http_sandbox_network(struct request_ctx *c)
     }
     r = egress_from_native(body, &network, &perr);
     json_decref(body);
+    if (r >= 0) {
+        /* Every secret a rule names must exist (and a literal be this sandbox's). */
+        r = egress_check_secrets(c->m, c->id, network, NULL, &perr);
+    }
     if (r < 0) {
         http_util_reply_error(c->req, routes_status_from_errno(r), "invalid network policy: %s",
                               r == -ENOMEM ? strerror(ENOMEM) : perr.message);
@@ -136,6 +140,10 @@ static json_t *record_to_json(const struct store_egress_record *e)
         j = json_object();
     }
     json_object_set_new(j, "id", json_integer(e->id));
+    /* The secret names an injection used (the store's column, as the record had them). */
+    if (e->secret && !json_object_get(j, "secret")) {
+        json_object_set_new(j, "secret", json_string(e->secret));
+    }
     return j;
 }
 

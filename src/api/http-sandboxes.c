@@ -99,6 +99,9 @@ void http_sandbox_create(struct request_ctx *c)
     }
     /* Absent: deny everything (the native default), stored explicitly all the same. */
     r = egress_from_native(json_object_get(body, "network"), &network, &perr);
+    if (r >= 0) {
+        r = egress_check_secrets(c->m, NULL, network, NULL, &perr); /* secrets.h */
+    }
     if (r < 0) {
         http_util_reply_error(c->req, routes_status_from_errno(r), "invalid 'network': %s",
                               r == -ENOMEM ? strerror(ENOMEM) : perr.message);
@@ -233,6 +236,82 @@ void http_sandbox_kill(struct request_ctx *c)
     } else {
         controller_wait(c->m, op, c->req, WAIT_LIMIT, kill_waited, NULL);
     }
+}
+
+/* The sandbox as the operation left it, or the operation's error with the node's status. */
+static void verb_waited(struct manager *m, struct evhttp_request *req,
+                        const struct store_operation *op, void *userdata)
+{
+    const char *verb = userdata;
+    json_error_t err;
+
+    if (!op) {
+        controller_reply_unfinished(m, req, "the operation did not finish in time");
+        return;
+    }
+    if (strcmp(op->state, "succeeded") == 0) {
+        reply_sandbox(m, req, 200, op->sandbox_id);
+        return;
+    }
+    json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
+    int status = (int)json_integer_value(json_object_get(res, "status"));
+    json_decref(res);
+    http_util_reply_error(req, status == 409 || status == 404 ? status : 500, "%s failed: %s", verb,
+                          op->error ? op->error : "");
+}
+
+/*
+ * POST /v1/sandboxes/{id}/pause | resume | suspend | restore: an operation (202 {operation_id,
+ * sandbox}), or with ?wait=true the sandbox once it ended (200). A verb from a state its row does
+ * not start from is 409 naming the state (a second pause: "sandbox 'x' is paused").
+ */
+static void lifecycle_verb(struct request_ctx *c, enum operation_kind kind, const char *verb)
+{
+    enum sandbox_state state = _SANDBOX_STATE_INVALID;
+    json_t *body = http_util_body_json(c->req); /* an empty body reads as {} */
+    char op[33];
+    int r;
+
+    /* No body fields exist for these verbs: anything given would be ignored, so refuse it. */
+    bool ok = body && routes_check_fields(c->req, body, "the request", "(none)");
+    json_decref(body);
+    if (!ok) {
+        return;
+    }
+    r = controller_request(c->m, kind, c->id, op, &state);
+    if (r < 0) {
+        lifecycle_reply_request_error(c->req, r, c->id, kind, state);
+    } else if (want_wait(c->req)) {
+        controller_wait(c->m, op, c->req, WAIT_LIMIT, verb_waited, (void *)verb);
+    } else {
+        struct store_sandbox sb = { 0 };
+        json_t *res = json_pack("{s:s}", "operation_id", op);
+        if (store_sandbox_get(c->m->store, c->id, &sb) >= 0) {
+            json_object_set_new(res, "sandbox", sandbox_to_json(&sb));
+            store_sandbox_release(&sb);
+        }
+        http_util_reply_json(c->req, 202, res);
+    }
+}
+
+void http_sandbox_pause(struct request_ctx *c)
+{
+    lifecycle_verb(c, OPERATION_KIND_PAUSE, "pause");
+}
+
+void http_sandbox_resume(struct request_ctx *c)
+{
+    lifecycle_verb(c, OPERATION_KIND_RESUME, "resume");
+}
+
+void http_sandbox_suspend(struct request_ctx *c)
+{
+    lifecycle_verb(c, OPERATION_KIND_SUSPEND, "suspend");
+}
+
+void http_sandbox_restore(struct request_ctx *c)
+{
+    lifecycle_verb(c, OPERATION_KIND_RESTORE, "restore");
 }
 
 void http_sandbox_timeout(struct request_ctx *c)

@@ -82,6 +82,7 @@
 #include "basic/strbuf.h"
 #include "basic/time-util.h"
 #include "shared/envd.h"
+#include "shared/event-util.h"
 #include "shared/listener.h"
 #include "shared/relay.h"
 #include "shared/sandbox-id.h"
@@ -370,14 +371,6 @@ static void reap_cb(evutil_socket_t fd, short what, void *userdata)
     conn_free(userdata);
 }
 
-static void bev_stop(struct bufferevent *bev)
-{
-    if (bev) {
-        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
-        bufferevent_disable(bev, EV_READ | EV_WRITE);
-    }
-}
-
 /* Stops all I/O now; the memory goes in reap_cb(), outside any callback of c. */
 static void conn_close(struct ingress_conn *c, const char *why)
 {
@@ -388,10 +381,8 @@ static void conn_close(struct ingress_conn *c, const char *why)
         log_sandbox_debug(c->id[0] ? c->id : NULL, "ingress connection closed: %s", why);
     }
     c->state = CONN_CLOSED;
-    bev_stop(c->client);
-    bev_stop(c->upstream);
     event_del(c->timer);
-    event_active(c->reaper, EV_TIMEOUT, 1);
+    event_util_close_later(c->client, c->upstream, c->reaper);
 }
 
 /*
@@ -460,7 +451,7 @@ static void conn_reply(struct ingress_conn *c, int status, const char *message, 
 
     log_sandbox_debug(c->id[0] ? c->id : NULL, "ingress answers %d: %s", status, message);
     if (c->upstream) {
-        bev_stop(c->upstream);
+        event_util_bev_stop(c->upstream);
         (void)shutdown(bufferevent_getfd(c->upstream), SHUT_RDWR);
     }
     c->state = CONN_REPLY;
@@ -660,7 +651,7 @@ static void response_done(struct ingress_conn *c)
     }
     c->down = DOWN_DONE;
     c->upstream_eof = true;
-    bev_stop(c->upstream);
+    event_util_bev_stop(c->upstream);
     evbuffer_drain(in, evbuffer_get_length(in));
     evbuffer_drain(out, evbuffer_get_length(out));
     (void)shutdown(bufferevent_getfd(c->upstream), SHUT_RDWR);
@@ -763,8 +754,8 @@ static void start_relay(struct ingress_conn *c)
         relay_set_eof(c->relay, RELAY_B);
     }
     /* The originals close with their bufferevents; the relay has the duplicates. */
-    bev_stop(c->client);
-    bev_stop(c->upstream);
+    event_util_bev_stop(c->client);
+    event_util_bev_stop(c->upstream);
     bufferevent_free(c->client);
     bufferevent_free(c->upstream);
     c->client = c->upstream = NULL;
@@ -1286,7 +1277,7 @@ static void next_request(struct ingress_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->client);
 
-    bev_stop(c->upstream);
+    event_util_bev_stop(c->upstream);
     bufferevent_free(c->upstream);
     c->upstream = NULL;
     headbuf_reset(&c->head);

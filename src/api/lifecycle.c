@@ -2,6 +2,7 @@
 #include "api/lifecycle.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/auth.h"
@@ -65,7 +66,10 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     if (count_live(m) >= m->max_sandboxes) {
         return -EAGAIN;
     }
-    r = sandbox_id_new(ret_id);
+    if (p->id && !sandbox_id_is_valid(p->id)) {
+        return -EINVAL;
+    }
+    r = p->id ? (snprintf(ret_id, SANDBOX_ID_LEN + 1, "%s", p->id), 0) : sandbox_id_new(ret_id);
     if (r >= 0) {
         r = random_hex(token, 16);
     }

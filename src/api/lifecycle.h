@@ -14,6 +14,7 @@
 #include "shared/sandbox-id.h"
 
 struct lifecycle_create_params {
+    const char *id; /* the sandbox's id (secrets named after it exist already); NULL = new */
     const char *template_id;
     int64_t vcpus, memory_mb, disk_mb;
     int64_t timeout_s;        /* 0: no end time */

@@ -13,6 +13,7 @@
 #include "basic/time-util.h"
 
 struct egress_audit;
+struct evp_pkey_st;
 struct ingress;
 struct route_cache;
 struct waiter;
@@ -54,6 +55,9 @@ struct manager {
     char owner_id[33]; /* this process's lease owner id: random per start */
     usec_t last_node_sync;
     struct egress_audit *egress_audit; /* the audit puller's cursor (egress-audit.c) */
+    struct evp_pkey_st *secrets_key;   /* space-gw's public key (--secrets-key): secrets are
+                                          sealed to it (secrets.h); NULL = secrets unavailable */
+    usec_t last_secret_sweep;          /* monotonic (secrets_tick()) */
     bool stopping;
 };
 

@@ -38,12 +38,12 @@ static const struct operation_kind_info kind_table[_OPERATION_KIND_MAX] = {
         .busy = OPERATION_BUSY_QUEUE,
     },
     [OPERATION_KIND_PAUSE] = {
-        .name = "sandbox.pause", .from = BIT(SANDBOX_RUNNING),
+        .name = "sandbox.pause", .implemented = true, .from = BIT(SANDBOX_RUNNING),
         .transitional = SANDBOX_PAUSING, .on_success = SANDBOX_PAUSED,
         .on_failure = SANDBOX_RUNNING, .busy = OPERATION_BUSY_CONFLICT,
     },
     [OPERATION_KIND_RESUME] = {
-        .name = "sandbox.resume", .from = BIT(SANDBOX_PAUSED),
+        .name = "sandbox.resume", .implemented = true, .from = BIT(SANDBOX_PAUSED),
         .transitional = SANDBOX_RESUMING, .on_success = SANDBOX_RUNNING,
         .on_failure = SANDBOX_PAUSED, .busy = OPERATION_BUSY_CONFLICT,
     },
@@ -55,12 +55,12 @@ static const struct operation_kind_info kind_table[_OPERATION_KIND_MAX] = {
         .busy = OPERATION_BUSY_CONFLICT,
     },
     [OPERATION_KIND_SUSPEND] = {
-        .name = "sandbox.suspend", .from = BIT(SANDBOX_RUNNING),
+        .name = "sandbox.suspend", .implemented = true, .from = BIT(SANDBOX_RUNNING),
         .transitional = SANDBOX_SUSPENDING, .on_success = SANDBOX_SUSPENDED,
         .on_failure = SANDBOX_RUNNING, .busy = OPERATION_BUSY_CONFLICT,
     },
     [OPERATION_KIND_RESTORE] = {
-        .name = "sandbox.restore", .from = BIT(SANDBOX_SUSPENDED),
+        .name = "sandbox.restore", .implemented = true, .from = BIT(SANDBOX_SUSPENDED),
         .transitional = SANDBOX_RESTORING, .on_success = SANDBOX_RUNNING,
         .on_failure = SANDBOX_SUSPENDED, .busy = OPERATION_BUSY_CONFLICT,
     },

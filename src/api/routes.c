@@ -13,13 +13,15 @@
 #include <sys/queue.h>
 
 #include "api/auth.h"
+#include "api/secrets.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "shared/http-util.h"
 #include "shared/sandbox-id.h"
 
 enum route_auth { AUTH_NONE, AUTH_KEY };
-enum route_id { ID_NONE, ID_SANDBOX, ID_HEX32, ID_TEMPLATE };
+/* ID_ANY: any one segment, which the handler checks (secret names, E2B secret ids). */
+enum route_id { ID_NONE, ID_SANDBOX, ID_HEX32, ID_TEMPLATE, ID_ANY };
 
 /* Query parameters a route accepts: space-separated names; NULL accepts none, so
  * an unknown filter is a 400 instead of being ignored (issue 7 "no silent drops"). */
@@ -42,6 +44,14 @@ static const struct route {
     { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}", http_sandbox_kill, AUTH_KEY, ID_SANDBOX, "wait" },
     { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/timeout", http_sandbox_timeout, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/exec", http_sandbox_exec, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/pause", http_sandbox_pause, AUTH_KEY, ID_SANDBOX,
+      "wait" },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/resume", http_sandbox_resume, AUTH_KEY, ID_SANDBOX,
+      "wait" },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/suspend", http_sandbox_suspend, AUTH_KEY, ID_SANDBOX,
+      "wait" },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/restore", http_sandbox_restore, AUTH_KEY, ID_SANDBOX,
+      "wait" },
     { EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/network", http_sandbox_network, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/egress", http_sandbox_egress, AUTH_KEY, ID_SANDBOX,
       "verdict proto after limit" },
@@ -54,6 +64,11 @@ static const struct route {
     { EVHTTP_REQ_POST, "/v1/keys", http_keys_create, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_GET, "/v1/keys", http_keys_list, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_DELETE, "/v1/keys/{id}", http_keys_delete, AUTH_KEY, ID_HEX32 },
+    { EVHTTP_REQ_POST, "/v1/secrets", http_secret_create, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/v1/secrets", http_secret_list, AUTH_KEY, ID_NONE, "limit after" },
+    { EVHTTP_REQ_GET, "/v1/secrets/{id}", http_secret_get, AUTH_KEY, ID_ANY },
+    { EVHTTP_REQ_PUT, "/v1/secrets/{id}", http_secret_rotate, AUTH_KEY, ID_ANY },
+    { EVHTTP_REQ_DELETE, "/v1/secrets/{id}", http_secret_delete, AUTH_KEY, ID_ANY },
     /* E2B-compatible, both generations (e2b-compat.md §3.1). Before /sandboxes/{id}. */
     { EVHTTP_REQ_GET, "/sandboxes/metrics", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
       "metrics of many sandboxes (GET /sandboxes/metrics)" },
@@ -69,6 +84,7 @@ static const struct route {
     { EVHTTP_REQ_POST, "/sandboxes/{id}/connect", e2b_sandbox_connect, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_POST, "/v2/sandboxes/{id}/connect", e2b_sandbox_connect, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_POST, "/sandboxes/{id}/resume", e2b_sandbox_resume, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_POST, "/sandboxes/{id}/pause", e2b_sandbox_pause, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_GET, "/sandboxes/{id}/metrics", e2b_sandbox_metrics, AUTH_KEY, ID_SANDBOX,
       "start end" },
     { EVHTTP_REQ_GET, "/sandboxes/{id}/logs", e2b_sandbox_logs, AUTH_KEY, ID_SANDBOX,
@@ -80,8 +96,6 @@ static const struct route {
      * is missing: a 404 would read as "false"/"not found" to the SDK (kill, deleteSnapshot,
      * Template.exists) instead of as an error.
      */
-    { EVHTTP_REQ_POST, "/sandboxes/{id}/pause", e2b_not_implemented, AUTH_KEY, ID_SANDBOX, Q_ANY,
-      "pause (Sandbox.pause)" },
     { EVHTTP_REQ_POST, "/sandboxes/{id}/fork", e2b_not_implemented, AUTH_KEY, ID_SANDBOX, Q_ANY,
       "fork (Sandbox.fork)" },
     { EVHTTP_REQ_POST, "/sandboxes/{id}/snapshots", e2b_not_implemented, AUTH_KEY, ID_SANDBOX,
@@ -145,12 +159,12 @@ static const struct route {
       VOLUMES },
     { EVHTTP_REQ_PUT, "/volumecontent/{*}/file", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
       VOLUMES },
-#define SECRETS "secrets (Secret)"
-    { EVHTTP_REQ_GET, "/secrets", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, SECRETS },
-    { EVHTTP_REQ_POST, "/secrets", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, SECRETS },
-    { EVHTTP_REQ_GET, "/secrets/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, SECRETS },
-    { EVHTTP_REQ_POST, "/secrets/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, SECRETS },
-    { EVHTTP_REQ_DELETE, "/secrets/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, SECRETS },
+    /* E2B's Secret class: {id} is the secretID or the name. */
+    { EVHTTP_REQ_GET, "/secrets", e2b_secret_list, AUTH_KEY, ID_NONE, "limit nextToken" },
+    { EVHTTP_REQ_POST, "/secrets", e2b_secret_create, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/secrets/{id}", e2b_secret_get, AUTH_KEY, ID_ANY },
+    { EVHTTP_REQ_POST, "/secrets/{id}", e2b_secret_update, AUTH_KEY, ID_ANY },
+    { EVHTTP_REQ_DELETE, "/secrets/{id}", e2b_secret_delete, AUTH_KEY, ID_ANY },
 #define TEAMS "teams and team metrics"
     { EVHTTP_REQ_GET, "/teams", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEAMS },
     { EVHTTP_REQ_GET, "/teams/{*}/metrics", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEAMS },

@@ -91,6 +91,20 @@ json_t *sandbox_to_e2b(const struct store_sandbox *sb, const char *domain)
     return j;
 }
 
+const char *sandbox_e2b_state(const char *state)
+{
+    /* E2B knows running and paused: a sandbox on its way to or back from paused (or
+     * suspended, which E2B calls paused) reads paused until it runs again. */
+    static const char *const paused[] = { "pausing",    "paused",    "resuming",
+                                          "suspending", "suspended", "restoring" };
+    for (size_t i = 0; state && i < ARRAY_SIZE(paused); i++) {
+        if (strcmp(state, paused[i]) == 0) {
+            return "paused";
+        }
+    }
+    return state && strcmp(state, SANDBOX_STATE_KILLED) == 0 ? "killed" : "running";
+}
+
 json_t *sandbox_to_e2b_detail(const struct store_sandbox *sb, const char *domain)
 {
     char started[40], end[40];
@@ -102,8 +116,7 @@ json_t *sandbox_to_e2b_detail(const struct store_sandbox *sb, const char *domain
                   "templateID", sb->template_id, "clientID", SANDBOX_CLIENT_ID, "startedAt",
                   started, "endAt", end, "envdVersion", SANDBOX_ENVD_VERSION, "cpuCount",
                   (json_int_t)sb->vcpus, "memoryMB", (json_int_t)sb->memory_mb, "diskSizeMB",
-                  (json_int_t)sb->disk_mb, "state",
-                  strcmp(sb->state, SANDBOX_STATE_KILLED) == 0 ? "killed" : "running", "metadata",
+                  (json_int_t)sb->disk_mb, "state", sandbox_e2b_state(sb->state), "metadata",
                   json_from_text(sb->metadata_json));
     if (!j) {
         return NULL;

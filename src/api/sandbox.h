@@ -32,6 +32,9 @@ int sandbox_parse_time(const char *s, int64_t *ret_usec);
 
 /* E2B `Sandbox` (create/connect response). */
 json_t *sandbox_to_e2b(const struct store_sandbox *sb, const char *domain);
+/* E2B's name for a state: "running", "paused" (also pausing, resuming, suspending,
+ * suspended, restoring) or "killed". */
+const char *sandbox_e2b_state(const char *state);
 /* E2B `SandboxDetail` / `ListedSandbox` (the same fields serve both). */
 json_t *sandbox_to_e2b_detail(const struct store_sandbox *sb, const char *domain);
 /* The native v1 representation. */

@@ -1771,9 +1771,10 @@ int store_api_key_touch(struct store *s, const char *id, int64_t used_at)
 
 /* ---- the egress audit log ---- */
 
-#define EGRESS_COLUMNS "id, node_id, epoch, seq, sandbox_id, time_us, proto, verdict, record"
-#define EGRESS_N_COLUMNS 9
-/* Rows per INSERT statement: 9 parameters each, far below STORE_MAX_PARAMS. */
+#define EGRESS_COLUMNS                                                                             \
+    "id, node_id, epoch, seq, sandbox_id, time_us, proto, verdict, record, secret"
+#define EGRESS_N_COLUMNS 10
+/* Rows per INSERT statement: 10 parameters each, far below STORE_MAX_PARAMS. */
 #define EGRESS_INSERT_CHUNK 256
 
 static const char sql_egress_max_id[] = "SELECT COALESCE(MAX(id), 0) FROM egress_audit";
@@ -1794,6 +1795,7 @@ void store_egress_record_release(struct store_egress_record *r)
     free(r->sandbox_id);
     free(r->proto);
     free(r->verdict);
+    free(r->secret);
     free(r->record_json);
     *r = (struct store_egress_record){ 0 };
 }
@@ -1809,7 +1811,8 @@ void store_egress_audit_list_free(struct store_egress_record *list, size_t n)
 static int egress_validate(const struct store_egress_record *r)
 {
     if (!text_ok(r->node_id, true) || !text_ok(r->epoch, true) || !text_ok(r->sandbox_id, false) ||
-        !text_ok(r->proto, false) || !text_ok(r->verdict, false) || !r->record_json) {
+        !text_ok(r->proto, false) || !text_ok(r->verdict, false) || !text_ok(r->secret, false) ||
+        !r->record_json) {
         return -EINVAL;
     }
     return json_check(r->record_json, JSON_SHAPE_OBJECT);
@@ -1838,6 +1841,9 @@ static int egress_decode(const struct store_value *cols, size_t n_cols, void *it
     }
     if (r >= 0) {
         r = dup_text(&cols[8], &e.record_json);
+    }
+    if (r >= 0) {
+        r = dup_text(&cols[9], &e.secret);
     }
     if (r < 0) {
         store_egress_record_release(&e);
@@ -1888,9 +1894,10 @@ static int egress_insert_chunk(struct store *s, const struct store_egress_record
         p[k++] = STORE_PARAM_TEXT(v[i].proto);
         p[k++] = STORE_PARAM_TEXT(v[i].verdict);
         p[k++] = STORE_PARAM_TEXT(v[i].record_json);
-        r = strbuf_appendf(&sql, "%s($%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu)",
-                           i > 0 ? ", " : "", k - 8, k - 7, k - 6, k - 5, k - 4, k - 3, k - 2,
-                           k - 1, k);
+        p[k++] = STORE_PARAM_TEXT(v[i].secret);
+        r = strbuf_appendf(&sql, "%s($%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu)",
+                           i > 0 ? ", " : "", k - 9, k - 8, k - 7, k - 6, k - 5, k - 4, k - 3,
+                           k - 2, k - 1, k);
     }
     /* Only a duplicate source key is skipped: an id another writer took fails the batch. */
     if (r >= 0) {
@@ -2033,6 +2040,226 @@ int store_egress_audit_prune_sandbox(struct store *s, const char *sandbox_id, ui
                                          STORE_PARAM_INT(edge.value) };
         r = run(s, sql_egress_prune_sandbox, true, p, ARRAY_SIZE(p), NULL, NULL, &changes);
     }
+    if (r >= 0 && ret_deleted) {
+        *ret_deleted = changes;
+    }
+    return r;
+}
+
+/* ---- secrets (sealed values only; see store.h) ---- */
+
+#define SECRET_COLUMNS                                                                             \
+    "id, owner, name, sandbox_id, sealed, metadata, version, created_at, updated_at"
+#define SECRET_N_COLUMNS 9
+
+static const char sql_secret_insert[] =
+    "INSERT INTO secrets (" SECRET_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+    "ON CONFLICT DO NOTHING";
+static const char sql_secret_get[] =
+    "SELECT " SECRET_COLUMNS " FROM secrets WHERE owner = $1 AND name = $2";
+static const char sql_secret_get_by_id[] =
+    "SELECT " SECRET_COLUMNS " FROM secrets WHERE owner = $1 AND id = $2";
+static const char sql_secret_rotate[] =
+    "UPDATE secrets SET sealed = $3, metadata = COALESCE($4, metadata), version = version + 1, "
+    "updated_at = $5 WHERE owner = $1 AND name = $2 RETURNING " SECRET_COLUMNS;
+static const char sql_secret_delete[] = "DELETE FROM secrets WHERE owner = $1 AND name = $2";
+/* Literals of sandboxes that are killed, or whose row is gone (or never came: a create that
+ * failed between writing its literals and its row) and which are older than $1. */
+static const char sql_secret_sweep[] =
+    "DELETE FROM secrets WHERE sandbox_id IS NOT NULL AND (EXISTS "
+    "(SELECT 1 FROM sandboxes WHERE sandboxes.id = secrets.sandbox_id "
+    "AND sandboxes.state = 'killed') OR (created_at < $1 AND NOT EXISTS "
+    "(SELECT 1 FROM sandboxes WHERE sandboxes.id = secrets.sandbox_id)))";
+
+void store_secret_release(struct store_secret *sec)
+{
+    if (!sec) {
+        return;
+    }
+    free(sec->id);
+    free(sec->owner);
+    free(sec->name);
+    free(sec->sandbox_id);
+    free(sec->sealed);
+    free(sec->metadata_json);
+    *sec = (struct store_secret){ 0 };
+}
+
+void store_secret_list_free(struct store_secret *list, size_t n)
+{
+    for (size_t i = 0; list && i < n; i++) {
+        store_secret_release(&list[i]);
+    }
+    free(list);
+}
+
+static int secret_decode(const struct store_value *cols, size_t n_cols, void *item)
+{
+    struct store_secret sec = { 0 };
+    char **const texts[] = { &sec.id,         &sec.owner,  &sec.name,
+                             &sec.sandbox_id, &sec.sealed, &sec.metadata_json };
+    int r;
+
+    if (n_cols != SECRET_N_COLUMNS) {
+        return -EIO;
+    }
+    r = dup_texts(cols, texts, ARRAY_SIZE(texts));
+    if (r < 0) {
+        store_secret_release(&sec);
+        return r;
+    }
+    sec.version = cols[6].integer;
+    sec.created_at = cols[7].integer;
+    sec.updated_at = cols[8].integer;
+    *(struct store_secret *)item = sec;
+    return 0;
+}
+
+static void secret_release_item(void *item)
+{
+    store_secret_release(item);
+}
+
+static void store_rows_init_secret(struct store_rows *rows)
+{
+    *rows = (struct store_rows){
+        .size = sizeof(struct store_secret),
+        .decode = secret_decode,
+        .release = secret_release_item,
+    };
+}
+
+int store_secret_insert(struct store *s, const struct store_secret *sec)
+{
+    int r;
+
+    if (!s || !sec || !text_ok(sec->id, true) || !text_ok(sec->owner, true) ||
+        !text_ok(sec->name, true) || !text_ok(sec->sandbox_id, false) ||
+        !text_ok(sec->sealed, true) || !sec->metadata_json || sec->version < 1) {
+        return -EINVAL;
+    }
+    r = json_check(sec->metadata_json, JSON_SHAPE_STRING_OBJECT);
+    if (r < 0) {
+        return r;
+    }
+    const struct store_param p[SECRET_N_COLUMNS] = {
+        STORE_PARAM_TEXT(sec->id),        STORE_PARAM_TEXT(sec->owner),
+        STORE_PARAM_TEXT(sec->name),      STORE_PARAM_TEXT(sec->sandbox_id),
+        STORE_PARAM_TEXT(sec->sealed),    STORE_PARAM_TEXT(sec->metadata_json),
+        STORE_PARAM_INT(sec->version),    STORE_PARAM_INT(sec->created_at),
+        STORE_PARAM_INT(sec->updated_at),
+    };
+    return change_one(s, sql_secret_insert, true, p, ARRAY_SIZE(p), -EEXIST);
+}
+
+int store_secret_get(struct store *s, const char *owner, const char *name, struct store_secret *ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(owner), STORE_PARAM_TEXT(name) };
+
+    if (!s || !ret || !text_ok(owner, true) || !text_ok(name, true)) {
+        return -EINVAL;
+    }
+    return get_one(s, sql_secret_get, p, ARRAY_SIZE(p), store_rows_init_secret, ret);
+}
+
+int store_secret_get_by_id(struct store *s, const char *owner, const char *id,
+                           struct store_secret *ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(owner), STORE_PARAM_TEXT(id) };
+
+    if (!s || !ret || !text_ok(owner, true) || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return get_one(s, sql_secret_get_by_id, p, ARRAY_SIZE(p), store_rows_init_secret, ret);
+}
+
+int store_secret_list(struct store *s, const char *owner, const char *after_name, size_t limit,
+                      struct store_secret **ret, size_t *ret_n)
+{
+    struct strbuf sql = STRBUF_INIT;
+    struct store_param p[3];
+    size_t n = 0;
+    void *items = NULL;
+    char *text = NULL;
+    int r;
+
+    if (!s || !ret || !ret_n || !text_ok(owner, true) || !text_ok(after_name, false)) {
+        return -EINVAL;
+    }
+    p[n++] = STORE_PARAM_TEXT(owner);
+    r = strbuf_appends(&sql, "SELECT " SECRET_COLUMNS
+                             " FROM secrets WHERE owner = $1 AND sandbox_id IS NULL");
+    if (r >= 0 && after_name) {
+        p[n++] = STORE_PARAM_TEXT(after_name);
+        r = strbuf_appendf(&sql, " AND name > $%zu", n);
+    }
+    if (r >= 0) {
+        r = strbuf_appends(&sql, " ORDER BY name");
+    }
+    if (r >= 0 && limit > 0) {
+        p[n++] = STORE_PARAM_INT((int64_t)MIN((uint64_t)limit, (uint64_t)INT64_MAX));
+        r = strbuf_appendf(&sql, " LIMIT $%zu", n);
+    }
+    if (r >= 0) {
+        text = strbuf_detach(&sql, NULL);
+        r = text ? get_all(s, text, false, p, n, store_rows_init_secret, &items, ret_n) : -ENOMEM;
+    }
+    if (r >= 0) {
+        *ret = items;
+    }
+    strbuf_release(&sql);
+    free(text);
+    return r;
+}
+
+int store_secret_rotate(struct store *s, const char *owner, const char *name, const char *sealed,
+                        const char *metadata_json, int64_t updated_at, struct store_secret *ret)
+{
+    struct store_secret row = { 0 };
+    int r;
+
+    if (!s || !text_ok(owner, true) || !text_ok(name, true) || !text_ok(sealed, true)) {
+        return -EINVAL;
+    }
+    if (metadata_json) {
+        r = json_check(metadata_json, JSON_SHAPE_STRING_OBJECT);
+        if (r < 0) {
+            return r;
+        }
+    }
+    const struct store_param p[] = {
+        STORE_PARAM_TEXT(owner),         STORE_PARAM_TEXT(name),      STORE_PARAM_TEXT(sealed),
+        STORE_PARAM_TEXT(metadata_json), STORE_PARAM_INT(updated_at),
+    };
+    r = get_one(s, sql_secret_rotate, p, ARRAY_SIZE(p), store_rows_init_secret, &row);
+    if (r >= 0 && ret) {
+        *ret = row;
+    } else {
+        store_secret_release(&row);
+    }
+    return r;
+}
+
+int store_secret_delete(struct store *s, const char *owner, const char *name)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(owner), STORE_PARAM_TEXT(name) };
+
+    if (!s || !text_ok(owner, true) || !text_ok(name, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_secret_delete, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+int store_secret_sweep(struct store *s, int64_t before_us, uint64_t *ret_deleted)
+{
+    const struct store_param p[] = { STORE_PARAM_INT(before_us) };
+    uint64_t changes = 0;
+    int r;
+
+    if (!s) {
+        return -EINVAL;
+    }
+    r = run(s, sql_secret_sweep, true, p, ARRAY_SIZE(p), NULL, NULL, &changes);
     if (r >= 0 && ret_deleted) {
         *ret_deleted = changes;
     }

@@ -234,6 +234,8 @@ struct store_egress_record {
     int64_t time_us;   /* when space-gw decided (realtime); retention's clock */
     char *proto;       /* "dns", "http", "tls", "tcp"; may be NULL */
     char *verdict;     /* "allow", "deny"; may be NULL */
+    char *secret;      /* the secret names an injection used, comma-joined (migration 7);
+                          may be NULL */
     char *record_json; /* the record as a JSON object */
 };
 
@@ -265,3 +267,51 @@ int store_egress_audit_prune_sandbox(struct store *s, const char *sandbox_id, ui
                                      uint64_t *ret_deleted);
 void store_egress_record_release(struct store_egress_record *r);
 void store_egress_audit_list_free(struct store_egress_record *list, size_t n);
+
+/*
+ * Secrets (migration 7, docs/architecture.md "Credentials"): values space-gw
+ * injects into a sandbox's requests. The store holds only the sealed form
+ * (sealed-secret.h, sealed to space-gw's public key with the name as
+ * associated data): nothing here can open it, and no verb takes or returns a
+ * plaintext. Names are unique per owner; rows whose sandbox_id is set are
+ * scoped to that sandbox (E2B network.rules literals) and hidden from
+ * store_secret_list().
+ */
+struct store_secret {
+    char *id;            /* 32 hex chars (E2B's secretID) */
+    char *owner;         /* the owner scope (sandboxes.client_id) */
+    char *name;          /* unique per owner */
+    char *sandbox_id;    /* NULL: the owner's; else scoped to that sandbox, deleted with it */
+    char *sealed;        /* sealed_secret_seal() output */
+    char *metadata_json; /* object of strings, "{}" when none */
+    int64_t version;     /* 1 at create, +1 per rotation */
+    int64_t created_at;
+    int64_t updated_at;
+};
+
+/* -EEXIST when owner already has the name (or the id exists). */
+int store_secret_insert(struct store *s, const struct store_secret *sec);
+/* By name, within owner (sandbox-scoped rows too: rules name them). */
+int store_secret_get(struct store *s, const char *owner, const char *name,
+                     struct store_secret *ret);
+int store_secret_get_by_id(struct store *s, const char *owner, const char *id,
+                           struct store_secret *ret);
+/* owner's own secrets (not sandbox-scoped ones), by name, after after_name (NULL = from the
+ * first); limit 0 = all. */
+int store_secret_list(struct store *s, const char *owner, const char *after_name, size_t limit,
+                      struct store_secret **ret, size_t *ret_n);
+/*
+ * Rotation: a new sealed value, version + 1, updated_at; metadata_json replaces the metadata
+ * unless NULL. *ret (may be NULL) gets the row as it is now. -ENOENT for an unknown name.
+ */
+int store_secret_rotate(struct store *s, const char *owner, const char *name, const char *sealed,
+                        const char *metadata_json, int64_t updated_at, struct store_secret *ret);
+int store_secret_delete(struct store *s, const char *owner, const char *name);
+/*
+ * Deletes the sandbox-scoped secrets whose sandbox is killed, and those whose sandbox row
+ * does not exist and which were created before before_us (a create in flight writes its
+ * secrets just before its sandbox row).
+ */
+int store_secret_sweep(struct store *s, int64_t before_us, uint64_t *ret_deleted);
+void store_secret_release(struct store_secret *sec);
+void store_secret_list_free(struct store_secret *list, size_t n);

@@ -53,12 +53,15 @@ static void test_operation_table_invariants(void **state)
             assert_true(info->on_success != info->transitional);
         }
     }
-    /* create and kill run today; the rest are rows for the next issues. */
+    /* create, kill, pause and resume run today; the rest are rows for the next issues. */
     assert_true(operation_kind_info(OPERATION_KIND_CREATE)->implemented);
     assert_true(operation_kind_info(OPERATION_KIND_KILL)->implemented);
-    for (int k = OPERATION_KIND_PAUSE; k <= OPERATION_KIND_FORK; k++) {
-        assert_false(operation_kind_info((enum operation_kind)k)->implemented);
-    }
+    assert_true(operation_kind_info(OPERATION_KIND_PAUSE)->implemented);
+    assert_true(operation_kind_info(OPERATION_KIND_RESUME)->implemented);
+    assert_true(operation_kind_info(OPERATION_KIND_SUSPEND)->implemented);
+    assert_true(operation_kind_info(OPERATION_KIND_RESTORE)->implemented);
+    assert_false(operation_kind_info(OPERATION_KIND_SNAPSHOT)->implemented);
+    assert_false(operation_kind_info(OPERATION_KIND_FORK)->implemented);
     /* The egress policy's live replace (issue 9) runs, and changes no state. */
     assert_true(operation_kind_info(OPERATION_KIND_NETWORK)->implemented);
     assert_int_equal(operation_kind_info(OPERATION_KIND_NETWORK)->on_success,
@@ -70,7 +73,21 @@ static void test_operation_check_start(void **state)
     assert_int_equal(operation_check_start(OPERATION_KIND_KILL, SANDBOX_RUNNING), 0);
     assert_int_equal(operation_check_start(OPERATION_KIND_KILL, SANDBOX_CREATING), 0);
     assert_int_equal(operation_check_start(OPERATION_KIND_KILL, SANDBOX_KILLED), -ENOENT);
-    assert_int_equal(operation_check_start(OPERATION_KIND_PAUSE, SANDBOX_RUNNING), -EOPNOTSUPP);
+    /* pause and resume (issue 12): each from its one state; a second pause is a 409. */
+    assert_int_equal(operation_check_start(OPERATION_KIND_PAUSE, SANDBOX_RUNNING), 0);
+    assert_int_equal(operation_check_start(OPERATION_KIND_PAUSE, SANDBOX_PAUSED), -EBUSY);
+    assert_int_equal(operation_check_start(OPERATION_KIND_PAUSE, SANDBOX_CREATING), -EBUSY);
+    assert_int_equal(operation_check_start(OPERATION_KIND_PAUSE, SANDBOX_KILLED), -ENOENT);
+    assert_int_equal(operation_check_start(OPERATION_KIND_RESUME, SANDBOX_PAUSED), 0);
+    assert_int_equal(operation_check_start(OPERATION_KIND_RESUME, SANDBOX_RUNNING), -EBUSY);
+    assert_int_equal(operation_check_start(OPERATION_KIND_KILL, SANDBOX_PAUSED), 0);
+    /* suspend / restore: a second suspend, or a restore of a running sandbox, is a 409. */
+    assert_int_equal(operation_check_start(OPERATION_KIND_SUSPEND, SANDBOX_RUNNING), 0);
+    assert_int_equal(operation_check_start(OPERATION_KIND_SUSPEND, SANDBOX_SUSPENDED), -EBUSY);
+    assert_int_equal(operation_check_start(OPERATION_KIND_SUSPEND, SANDBOX_PAUSED), -EBUSY);
+    assert_int_equal(operation_check_start(OPERATION_KIND_RESTORE, SANDBOX_SUSPENDED), 0);
+    assert_int_equal(operation_check_start(OPERATION_KIND_RESTORE, SANDBOX_RUNNING), -EBUSY);
+    assert_int_equal(operation_check_start(OPERATION_KIND_KILL, SANDBOX_SUSPENDED), 0);
     assert_int_equal(operation_check_start(OPERATION_KIND_FORK, SANDBOX_RUNNING), -EOPNOTSUPP);
     assert_int_equal(operation_check_start(OPERATION_KIND_CREATE, SANDBOX_RUNNING), -EINVAL);
     assert_int_equal(operation_check_start(_OPERATION_KIND_MAX, SANDBOX_RUNNING), -EINVAL);

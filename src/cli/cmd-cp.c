@@ -22,6 +22,7 @@
 #include "basic/strbuf.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "shared/envd.h"
 #include "shared/http-client.h"
 #include "shared/sandbox-id.h"
@@ -70,7 +71,9 @@ static int collect_cb(const void *data, size_t len, void *userdata)
 
 int cmd_cp(int argc, char **argv)
 {
-    static const struct option opts[] = { { "user", required_argument, NULL, 'u' }, {} };
+    static const struct option opts[] = { { "user", required_argument, NULL, 'u' },
+                                          { "help", no_argument, NULL, 'h' },
+                                          {} };
     const char *user = "user", *path = NULL, *local;
     char id[SANDBOX_ID_LEN + 1], api_path[128], ip[64], hdr_id[64], hdr_token[200];
     struct strbuf target = STRBUF_INIT, err = STRBUF_INIT;
@@ -81,7 +84,7 @@ int cmd_cp(int argc, char **argv)
     bool upload;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+u:", opts, NULL)) >= 0) {
+    while ((c = getopt_long(argc, argv, "+u:h", opts, NULL)) >= 0) {
         if (c != 'u') {
             goto usage;
         }
@@ -169,8 +172,7 @@ int cmd_cp(int argc, char **argv)
     r = 0;
     goto out;
 usage:
-    fprintf(stderr, "usage: space sandbox cp [--user U] LOCAL ID:PATH | ID:PATH LOCAL\n");
-    r = 2;
+    r = cli_usage(c == 'h', "usage: space sandbox cp [--user U] LOCAL ID:PATH | ID:PATH LOCAL\n");
 out:
     if (out_fd > STDOUT_FILENO) {
         close(out_fd);

@@ -20,6 +20,7 @@
 #include "basic/time-util.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "shared/sandbox-id.h"
 
 #define EGRESS_PAGE 1000
@@ -65,6 +66,7 @@ int cmd_sandbox_network(int argc, char **argv)
         { "internet", no_argument, NULL, CLI_OPT_INTERNET },
         { "allow", required_argument, NULL, CLI_OPT_ALLOW },
         { "deny", required_argument, NULL, CLI_OPT_DENY },
+        { "help", no_argument, NULL, 'h' },
         {},
     };
     json_t *policy = NULL, *res = NULL;
@@ -72,11 +74,10 @@ int cmd_sandbox_network(int argc, char **argv)
     int c, r = 1;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) >= 0) {
-        if (cli_policy_option(c, optarg, &policy) < 0) {
-            fprintf(stderr, "usage: space sandbox network ID [--internet] [--allow ENTRY]... "
-                            "[--deny ENTRY]...\n");
-            r = 2;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+        if (c == 'h' || cli_policy_option(c, optarg, &policy) < 0) {
+            r = cli_usage(c == 'h', "usage: space sandbox network ID [--internet] "
+                                    "[--allow ENTRY]... [--deny ENTRY]...\n");
             goto out;
         }
     }
@@ -151,6 +152,10 @@ static void print_record(json_t *rec)
     if (json_object_get(rec, "count")) {
         printf(" count=%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(rec, "count")));
     }
+    /* The secrets space-gw injected into this request: names, never values. */
+    if (field(rec, "secret")) {
+        printf(" secret=%s", field(rec, "secret"));
+    }
     putchar('\n');
 }
 
@@ -160,6 +165,7 @@ int cmd_sandbox_egress(int argc, char **argv)
         { "denied", no_argument, NULL, 'd' },
         { "follow", no_argument, NULL, 'f' },
         { "json", no_argument, NULL, 'j' },
+        { "help", no_argument, NULL, 'h' },
         {},
     };
     bool denied = false, follow = false, as_json = false;
@@ -167,7 +173,7 @@ int cmd_sandbox_egress(int argc, char **argv)
     int c;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "f", opts, NULL)) >= 0) {
+    while ((c = getopt_long(argc, argv, "fh", opts, NULL)) >= 0) {
         switch (c) {
         case 'd':
             denied = true;
@@ -179,8 +185,8 @@ int cmd_sandbox_egress(int argc, char **argv)
             as_json = true;
             break;
         default:
-            fprintf(stderr, "usage: space sandbox egress ID [--denied] [--follow] [--json]\n");
-            return 2;
+            return cli_usage(c == 'h',
+                             "usage: space sandbox egress ID [--denied] [--follow] [--json]\n");
         }
     }
     if (argc - optind != 1) {

@@ -5,12 +5,17 @@
 #include "basic/macro.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 
 int cmd_keys(int argc, char **argv)
 {
     json_t *res = NULL;
     bool as_json = argc >= 3 && strcmp(argv[argc - 1], "--json") == 0;
+    static const char usage[] = "usage: space keys create NAME | ls [--json] | rm ID\n";
 
+    if (argc >= 3 && cli_help_arg(argv[2], false)) { /* not a key named "--help" */
+        return cli_usage(true, usage);
+    }
     if (argc >= 3 && strcmp(argv[1], "create") == 0) {
         json_t *body = json_pack("{s:s}", "name", argv[2]);
         int r = client_call_ok("POST", "/v1/keys", body, &res);
@@ -53,6 +58,5 @@ int cmd_keys(int argc, char **argv)
         snprintf(path, sizeof(path), "/v1/keys/%s", argv[2]);
         return client_call_ok("DELETE", path, NULL, NULL) < 0 ? 1 : 0;
     }
-    fprintf(stderr, "usage: space keys create NAME | ls [--json] | rm ID\n");
-    return 2;
+    return cli_usage(argc >= 2 && cli_help_arg(argv[1], true), usage);
 }

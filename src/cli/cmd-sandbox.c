@@ -1,5 +1,6 @@
 /*
- * space sandbox create|ls|get|exec|kill (egress and network: cmd-egress.c)
+ * space sandbox create|ls|get|exec|kill|pause|resume|suspend|restore (egress and network:
+ * cmd-egress.c)
  *
  * create prints the new id alone on stdout; exec passes the guest's stdout
  * and stderr through byte for byte and exits with the command's exit code
@@ -16,6 +17,7 @@
 #include "basic/parse-util.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "shared/sandbox-id.h"
 
 static bool has_flag(int argc, char **argv, const char *flag)
@@ -50,6 +52,7 @@ static int sandbox_create(int argc, char **argv)
         { "internet", no_argument, NULL, CLI_OPT_INTERNET },
         { "allow", required_argument, NULL, CLI_OPT_ALLOW },
         { "deny", required_argument, NULL, CLI_OPT_DENY },
+        { "help", no_argument, NULL, 'h' },
         {},
     };
     json_t *body = json_object(), *res = NULL, *network = NULL;
@@ -62,7 +65,7 @@ static int sandbox_create(int argc, char **argv)
     json_object_set_new(body, "env", env);
     json_object_set_new(body, "metadata", metadata);
     optind = 1;
-    while ((c = getopt_long(argc, argv, "t:", opts, NULL)) >= 0) {
+    while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) >= 0) {
         switch (c) {
         case 'e':
         case 'M': {
@@ -107,7 +110,10 @@ static int sandbox_create(int argc, char **argv)
             }
             break;
         default:
-            r = 2;
+            r = cli_usage(c == 'h', "usage: space sandbox create [--template NAME] [--vcpus N] "
+                                    "[--memory MB] [--timeout SEC] [--env K=V]...\n"
+                                    "                [--metadata K=V]... [--internet] "
+                                    "[--allow ENTRY]... [--deny ENTRY]... [--json]\n");
             goto out;
         }
     }
@@ -137,6 +143,9 @@ static int sandbox_ls(int argc, char **argv)
     json_t *res = NULL, *s;
     size_t i;
 
+    if (argc >= 2 && cli_help_arg(argv[1], false)) {
+        return cli_usage(true, "usage: space sandbox ls [--json]\n");
+    }
     if (client_call_ok("GET", "/v1/sandboxes", NULL, &res) < 0) {
         return 1;
     }
@@ -171,9 +180,8 @@ static int sandbox_get(int argc, char **argv)
     char path[128];
     json_t *res = NULL;
 
-    if (argc < 2) {
-        fprintf(stderr, "usage: space sandbox get ID\n");
-        return 2;
+    if (argc < 2 || cli_help_arg(argv[1], false)) {
+        return cli_usage(argc >= 2, "usage: space sandbox get ID\n");
     }
     if (sandbox_path(argv[1], "", path, sizeof(path)) < 0) {
         return 2;
@@ -191,9 +199,8 @@ static int sandbox_kill(int argc, char **argv)
     char path[128];
     int r = 0;
 
-    if (argc < 2) {
-        fprintf(stderr, "usage: space sandbox kill ID...\n");
-        return 2;
+    if (argc < 2 || cli_help_arg(argv[1], false)) {
+        return cli_usage(argc >= 2, "usage: space sandbox kill ID...\n");
     }
     for (int i = 1; i < argc; i++) {
         if (sandbox_path(argv[i], "?wait=true", path, sizeof(path)) < 0) {
@@ -204,6 +211,55 @@ static int sandbox_kill(int argc, char **argv)
         }
     }
     return r;
+}
+
+/*
+ * pause|resume|suspend|restore ID...: waits for each operation and prints the state it ended in
+ * ("abc... paused"); a sandbox in the wrong state fails with the API's 409 message.
+ */
+static int sandbox_verb(int argc, char **argv, const char *verb)
+{
+    char path[128], suffix[48];
+    int r = 0;
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: space sandbox %s ID...\n", verb);
+        return 2;
+    }
+    snprintf(suffix, sizeof(suffix), "/%s?wait=true", verb);
+    for (int i = 1; i < argc; i++) {
+        json_t *res = NULL;
+        if (sandbox_path(argv[i], suffix, path, sizeof(path)) < 0) {
+            return 2;
+        }
+        if (client_call_ok("POST", path, NULL, &res) < 0) {
+            r = 1;
+            continue;
+        }
+        printf("%s %s\n", argv[i], json_string_value(json_object_get(res, "state")) ?: "?");
+        json_decref(res);
+    }
+    return r;
+}
+
+static int sandbox_pause(int argc, char **argv)
+{
+    return sandbox_verb(argc, argv, "pause");
+}
+
+static int sandbox_resume(int argc, char **argv)
+{
+    return sandbox_verb(argc, argv, "resume");
+}
+
+static int sandbox_suspend(int argc, char **argv)
+{
+    return sandbox_verb(argc, argv, "suspend");
+}
+
+static int sandbox_restore(int argc, char **argv)
+{
+    return sandbox_verb(argc, argv, "restore");
 }
 
 static int write_b64(int fd, const char *b64)
@@ -225,12 +281,12 @@ static int write_b64(int fd, const char *b64)
 static int sandbox_exec(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "user", required_argument, NULL, 'u' },
-        { "cwd", required_argument, NULL, 'w' },
-        { "env", required_argument, NULL, 'e' },
-        { "timeout", required_argument, NULL, 't' },
-        {},
+        { "user", required_argument, NULL, 'u' }, { "cwd", required_argument, NULL, 'w' },
+        { "env", required_argument, NULL, 'e' },  { "timeout", required_argument, NULL, 't' },
+        { "help", no_argument, NULL, 'h' },       {},
     };
+    static const char usage[] = "usage: space sandbox exec [--user U] [--cwd DIR] [--env K=V]... "
+                                "[--timeout SEC] ID -- CMD [ARGS...]\n";
     json_t *body = json_object(), *env = json_object(), *args = json_array(), *res = NULL;
     char path[128];
     uint32_t v;
@@ -240,7 +296,7 @@ static int sandbox_exec(int argc, char **argv)
     json_object_set_new(body, "args", args);
     optind = 1;
     /* '+': stop at the first non-option so the command's own flags are left alone. */
-    while ((c = getopt_long(argc, argv, "+u:w:e:", opts, NULL)) >= 0) {
+    while ((c = getopt_long(argc, argv, "+u:w:e:h", opts, NULL)) >= 0) {
         switch (c) {
         case 'u':
             json_object_set_new(body, "user", json_string(optarg));
@@ -268,14 +324,12 @@ static int sandbox_exec(int argc, char **argv)
             json_object_set_new(body, "timeout_ms", json_integer((json_int_t)v * 1000));
             break;
         default:
-            r = 2;
+            r = cli_usage(c == 'h', usage);
             goto out;
         }
     }
     if (argc - optind < 3 || strcmp(argv[optind + 1], "--") != 0) {
-        fprintf(stderr, "usage: space sandbox exec [--user U] [--cwd DIR] [--env K=V]... "
-                        "[--timeout SEC] ID -- CMD [ARGS...]\n");
-        r = 2;
+        r = cli_usage(false, usage);
         goto out;
     }
     if (sandbox_path(argv[optind], "/exec", path, sizeof(path)) < 0) {
@@ -314,6 +368,10 @@ int cmd_sandbox(int argc, char **argv)
         { "get", sandbox_get },
         { "exec", sandbox_exec },
         { "kill", sandbox_kill },
+        { "pause", sandbox_pause },
+        { "resume", sandbox_resume },
+        { "suspend", sandbox_suspend },
+        { "restore", sandbox_restore },
         { "cp", cmd_cp },
         { "egress", cmd_sandbox_egress },
         { "network", cmd_sandbox_network },
@@ -325,6 +383,8 @@ int cmd_sandbox(int argc, char **argv)
             }
         }
     }
-    fprintf(stderr, "usage: space sandbox create|ls|get|exec|cp|kill|egress|network ...\n");
-    return 2;
+    return cli_usage(
+        argc >= 2 && cli_help_arg(argv[1], true),
+        "usage: space sandbox "
+        "create|ls|get|exec|cp|kill|pause|resume|suspend|restore|egress|network ...\n");
 }

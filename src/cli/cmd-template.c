@@ -7,6 +7,7 @@
 #include "basic/macro.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "shared/sandbox-id.h"
 #include "shared/spawn.h"
 
@@ -61,6 +62,11 @@ int template_build(const char *name)
 
 int cmd_template(int argc, char **argv)
 {
+    static const char usage[] = "usage: space template build [NAME] | ls\n";
+
+    if (argc >= 3 && cli_help_arg(argv[2], false)) {
+        return cli_usage(true, usage);
+    }
     if (argc >= 2 && strcmp(argv[1], "build") == 0) {
         return template_build(argc >= 3 ? argv[2] : "base");
     }
@@ -77,6 +83,5 @@ int cmd_template(int argc, char **argv)
         json_decref(res);
         return 0;
     }
-    fprintf(stderr, "usage: space template build [NAME] | ls\n");
-    return 2;
+    return cli_usage(argc >= 2 && cli_help_arg(argv[1], true), usage);
 }

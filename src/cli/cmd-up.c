@@ -41,6 +41,7 @@
 #include "basic/time-util.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "shared/http-client.h"
 #include "shared/spawn.h"
 
@@ -383,6 +384,7 @@ int cmd_up(int argc, char **argv)
         { "egress-ceiling", required_argument, NULL, 'E' },
         { "upstream-dns", required_argument, NULL, 'U' },
         { "upstream-ca", required_argument, NULL, 'C' },
+        { "help", no_argument, NULL, 'h' },
         {},
     };
     struct egress_opts egress = { 0 };
@@ -398,7 +400,7 @@ int cmd_up(int argc, char **argv)
     int c;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d", opts, NULL)) >= 0) {
+    while ((c = getopt_long(argc, argv, "dh", opts, NULL)) >= 0) {
         switch (c) {
         case 'd':
             detach = true;
@@ -437,13 +439,13 @@ int cmd_up(int argc, char **argv)
             egress.upstream_ca = optarg;
             break;
         default:
-            fprintf(stderr, "usage: space up [--detach] [--store URL] [--listen IP:PORT] "
-                            "[--ingress IP:PORT] [--ingress-tls IP:PORT|off]\n"
-                            "                [--ingress-cert FILE --ingress-key FILE] "
-                            "[--domain NAME] [--accel auto|kvm|tcg]\n"
-                            "                [--egress-ceiling deny|allowlist|internet] "
-                            "[--upstream-dns IP[:PORT]] [--upstream-ca FILE]\n");
-            return 2;
+            return cli_usage(c == 'h',
+                             "usage: space up [--detach] [--store URL] [--listen IP:PORT] "
+                             "[--ingress IP:PORT] [--ingress-tls IP:PORT|off]\n"
+                             "                [--ingress-cert FILE --ingress-key FILE] "
+                             "[--domain NAME] [--accel auto|kvm|tcg]\n"
+                             "                [--egress-ceiling deny|allowlist|internet] "
+                             "[--upstream-dns IP[:PORT]] [--upstream-ca FILE]\n");
         }
     }
     if (egress.ceiling && strcmp(egress.ceiling, "deny") != 0 &&
@@ -531,10 +533,15 @@ int cmd_up(int argc, char **argv)
                               "--bootstrap-key",
                               key_path };
     size_t n = 17;
+    /* space-gw made its secrets keypair at start: the api seals to the public half. */
+    char secrets_pub[PATH_MAX];
+    snprintf(secrets_pub, sizeof(secrets_pub), "%s/gw/secrets.pub", client_data_dir());
+    bool have_pub = gw > 0 && access(secrets_pub, R_OK) == 0;
     const char *optional[][2] = { { "--ingress-tls", tls_listen },
                                   { "--ingress-cert", cert },
                                   { "--ingress-key", cert_key },
-                                  { "--store", store } };
+                                  { "--store", store },
+                                  { "--secrets-key", have_pub ? secrets_pub : NULL } };
     for (size_t i = 0; i < ARRAY_SIZE(optional); i++) {
         if (optional[i][1]) {
             aargv[n++] = optional[i][0];
@@ -606,16 +613,16 @@ int cmd_down(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "kill-sandboxes", no_argument, NULL, 'k' },
+        { "help", no_argument, NULL, 'h' },
         {},
     };
     bool kill_sandboxes = false;
     int c, k = 0;
 
     optind = 1;
-    while (argv && (c = getopt_long(argc, argv, "", opts, NULL)) >= 0) {
+    while (argv && (c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
         if (c != 'k') {
-            fprintf(stderr, "usage: space down [--kill-sandboxes]\n");
-            return 2;
+            return cli_usage(c == 'h', "usage: space down [--kill-sandboxes]\n");
         }
         kill_sandboxes = true;
     }

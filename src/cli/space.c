@@ -17,9 +17,10 @@ static const struct {
 } commands[] = {
     { "up", cmd_up, "start the single-host platform (--detach to background it)" },
     { "down", cmd_down, "stop the platform started with 'space up --detach'" },
-    { "sandbox", cmd_sandbox, "create|ls|get|exec|kill sandboxes" },
+    { "sandbox", cmd_sandbox, "create|ls|get|exec|kill|pause|resume|suspend|restore sandboxes" },
     { "template", cmd_template, "build|ls templates" },
     { "keys", cmd_keys, "create|ls|rm API keys" },
+    { "secret", cmd_secret, "create|list|rotate|delete secrets injected on egress" },
     { "bench", cmd_bench, "measure the platform (bench create)" },
 };
 

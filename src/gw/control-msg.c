@@ -169,7 +169,7 @@ int control_msg_parse(const void *msg, size_t len, size_t n_fds, struct control_
             goto out;
         }
         struct policy_error perr = { { 0 } };
-        r = policy_parse_native(json_is_null(v) ? NULL : v, &req->policy, &perr);
+        r = policy_parse_native(json_is_null(v) ? NULL : v, true, &req->policy, &perr);
         if (r < 0) {
             if (r == -ENOMEM) {
                 snprintf(err, CONTROL_ERROR_MAX, "out of memory");

@@ -268,8 +268,8 @@ static void handle(struct session *s, const char *msg, size_t len, int *fds, siz
             }
             break;
         case CONTROL_POLICY:
-            if (sandbox_set_policy(gw, req.instance, &req.policy) < 0) {
-                error = "instance not attached";
+            if (sandbox_set_policy(gw, req.instance, &req.policy, err) < 0) {
+                error = err;
             }
             break;
         case CONTROL_DETACH:

@@ -15,6 +15,7 @@
 #include "basic/random-util.h"
 #include "basic/time-util.h"
 #include "gw/audit.h"
+#include "gw/dns-cache.h"
 #include "gw/dns-msg.h"
 #include "gw/policy.h"
 #include "gw/resolved.h"
@@ -29,12 +30,22 @@ struct pending {
     usec_t start;
 };
 
+#define ID_POOL 256 /* random upstream ids drawn per getrandom() */
+
 struct dns_proxy {
     struct sandbox *sb;
     int fd, up_fd;
     struct event *ev, *up_ev, *timer;
     struct pending *pending; /* limits.dns_inflight slots */
     unsigned n_pending, max_pending;
+    unsigned *free_slots; /* a stack of the unused pending slots */
+    unsigned n_free;
+    /* up_id -> pending slot + 1 (0: empty), open addressing with linear probing */
+    unsigned *by_id;
+    unsigned id_mask;
+    uint16_t ids[ID_POOL];
+    unsigned n_ids;
+    struct dns_cache *cache;
     double tokens;
     usec_t refilled;
     uint64_t limited;   /* dropped by a limit since the last audit record of it */
@@ -96,15 +107,64 @@ static bool take_token(struct dns_proxy *p)
     return true;
 }
 
+/*
+ * Answers to the guest go out in batches (one sendmmsg() per wakeup, not a
+ * sendto() each): queued here, flushed at the end of every callback that
+ * queues (and when full). One loop thread, one batch at a time.
+ */
+static struct {
+    int fd;
+    unsigned n;
+    struct mmsghdr msgs[DNS_PROXY_BATCH];
+    struct iovec iov[DNS_PROXY_BATCH];
+    struct sockaddr_in to[DNS_PROXY_BATCH];
+    uint8_t buf[DNS_PROXY_BATCH][DNS_EDNS_UDP_SIZE];
+} outq;
+
+static void flush_answers(void)
+{
+    unsigned sent = 0;
+
+    while (sent < outq.n) {
+        /* Best effort, like any UDP server: a full socket buffer drops the answers. */
+        int r = sendmmsg(outq.fd, outq.msgs + sent, outq.n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (r <= 0) {
+            if (r < 0 && errno == EINTR) {
+                continue;
+            }
+            /* EAGAIN or an ICMP error of an earlier answer: skip the one that failed. */
+            r = 1;
+        }
+        sent += (unsigned)r;
+    }
+    outq.n = 0;
+}
+
 static void send_to_guest(struct dns_proxy *p, const struct sockaddr_in *to, const uint8_t *buf,
                           ssize_t len)
 {
-    if (len <= 0) {
+    unsigned i;
+
+    if (len <= 0 || (size_t)len > sizeof(outq.buf[0])) {
         return;
     }
-    /* Best effort, like any UDP server: a full socket buffer drops the answer. */
-    (void)sendto(p->fd, buf, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)to,
-                 sizeof(*to));
+    if (outq.n > 0 && outq.fd != p->fd) {
+        flush_answers();
+    }
+    if (outq.n == DNS_PROXY_BATCH) {
+        flush_answers();
+    }
+    i = outq.n++;
+    outq.fd = p->fd;
+    memcpy(outq.buf[i], buf, (size_t)len);
+    outq.to[i] = *to;
+    outq.iov[i] = (struct iovec){ outq.buf[i], (size_t)len };
+    outq.msgs[i] = (struct mmsghdr){ .msg_hdr = {
+                                         .msg_name = &outq.to[i],
+                                         .msg_namelen = sizeof(outq.to[i]),
+                                         .msg_iov = &outq.iov[i],
+                                         .msg_iovlen = 1,
+                                     } };
 }
 
 static void answer_error(struct dns_proxy *p, const struct dns_query *q,
@@ -114,55 +174,88 @@ static void answer_error(struct dns_proxy *p, const struct dns_query *q,
     send_to_guest(p, to, buf, dns_build_error(q, rcode, buf, sizeof(buf)));
 }
 
+/* The by_id bucket holding id, or the empty one where it would go. */
+static unsigned id_bucket(const struct dns_proxy *p, uint16_t id)
+{
+    unsigned b = id & p->id_mask;
+
+    while (p->by_id[b] && p->pending[p->by_id[b] - 1].up_id != id) {
+        b = (b + 1) & p->id_mask;
+    }
+    return b;
+}
+
 static struct pending *pending_find(struct dns_proxy *p, uint16_t id)
 {
-    for (unsigned i = 0; i < p->max_pending; i++) {
-        if (p->pending[i].used && p->pending[i].up_id == id) {
-            return &p->pending[i];
-        }
-    }
-    return NULL;
+    unsigned b = id_bucket(p, id);
+    return p->by_id[b] ? &p->pending[p->by_id[b] - 1] : NULL;
 }
 
 static void pending_drop(struct dns_proxy *p, struct pending *pd)
 {
+    unsigned b = id_bucket(p, pd->up_id), next = b;
+
+    /* Backward-shift deletion: every entry after the hole that probed past it moves up. */
+    p->by_id[b] = 0;
+    for (;;) {
+        next = (next + 1) & p->id_mask;
+        if (!p->by_id[next]) {
+            break;
+        }
+        unsigned home = p->pending[p->by_id[next] - 1].up_id & p->id_mask;
+        /* Moves when its home is not in (b, next] (cyclically). */
+        if ((next > b && (home <= b || home > next)) || (next < b && home <= b && home > next)) {
+            p->by_id[b] = p->by_id[next];
+            p->by_id[next] = 0;
+            b = next;
+        }
+    }
     pd->used = false;
+    p->free_slots[p->n_free++] = (unsigned)(pd - p->pending);
     p->n_pending--;
     if (p->n_pending == 0) {
         evtimer_del(p->timer);
     }
 }
 
+/* A random id nobody else waits on: an off-path forger has to guess it (and our port). */
+static int fresh_id(struct dns_proxy *p, uint16_t *ret)
+{
+    do {
+        if (p->n_ids == 0) {
+            if (random_bytes(p->ids, sizeof(p->ids)) < 0) {
+                return -EIO;
+            }
+            p->n_ids = ID_POOL;
+        }
+        *ret = p->ids[--p->n_ids];
+    } while (pending_find(p, *ret));
+    return 0;
+}
+
 static void forward(struct dns_proxy *p, const struct dns_query *q, const struct sockaddr_in *from,
                     enum policy_reason reason)
 {
-    struct pending *pd = NULL;
+    struct pending *pd;
     uint8_t buf[DNS_MSG_MAX];
     uint16_t id = 0;
     ssize_t len;
 
-    if (p->n_pending >= p->max_pending) {
+    if (p->n_pending >= p->max_pending || p->n_free == 0) {
         note_limited(p);
         return;
     }
-    for (unsigned i = 0; i < p->max_pending && !pd; i++) {
-        if (!p->pending[i].used) {
-            pd = &p->pending[i];
-        }
+    if (fresh_id(p, &id) < 0) {
+        answer_error(p, q, from, DNS_RCODE_SERVFAIL);
+        return;
     }
-    /* A random id nobody else waits on: an off-path forger has to guess it (and our port). */
-    do {
-        if (random_bytes(&id, sizeof(id)) < 0) {
-            answer_error(p, q, from, DNS_RCODE_SERVFAIL);
-            return;
-        }
-    } while (pending_find(p, id));
     len = dns_build_query(q->name, q->qtype, id, buf, sizeof(buf));
     if (len < 0 || send(p->up_fd, buf, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
         answer_error(p, q, from, DNS_RCODE_SERVFAIL);
         audit_query(p, q->name, "deny", "upstream-error", 0);
         return;
     }
+    pd = &p->pending[p->free_slots[--p->n_free]];
     *pd = (struct pending){
         .used = true,
         .up_id = id,
@@ -171,10 +264,58 @@ static void forward(struct dns_proxy *p, const struct dns_query *q, const struct
         .reason = reason,
         .start = now_monotonic(),
     };
+    p->by_id[id_bucket(p, id)] = (unsigned)(pd - p->pending) + 1;
     if (p->n_pending++ == 0) {
         struct timeval tv = { 0, 250 * 1000 };
         evtimer_add(p->timer, &tv);
     }
+}
+
+struct chain_ctx {
+    struct dns_proxy *p;
+    const char *name;
+    usec_t now;
+};
+
+static void record_cb(const struct dns_answer *a, void *userdata)
+{
+    struct chain_ctx *c = userdata;
+    uint32_t addr, ttl;
+
+    if (a->type != DNS_TYPE_A) {
+        return;
+    }
+    memcpy(&addr, a->a, 4);
+    ttl = MAX(MIN(a->ttl, (uint32_t)DNS_PROXY_TTL_MAX), (uint32_t)DNS_PROXY_TTL_MIN);
+    /* Attributed to the name the guest asked: the one its SNI and Host will carry. */
+    (void)resolved_add(c->p->sb->resolved, c->name, addr,
+                       c->now + ttl * USEC_PER_SEC + RESOLVED_GRACE_USEC);
+}
+
+static struct dns_reply reply; /* 9 KiB: off the stack; one loop thread */
+
+/* A cached answer for q (dns-cache.h): recorded for the gateway and audited as one from upstream.
+ */
+static bool answer_cached(struct dns_proxy *p, const struct dns_query *q,
+                          const struct sockaddr_in *from, enum policy_reason reason)
+{
+    uint8_t out[DNS_MSG_MAX];
+    usec_t now = now_monotonic();
+    ssize_t len;
+
+    if (!dns_cache_get(p->cache, q->name, q->qtype, now, &reply)) {
+        return false;
+    }
+    /* TTL floor 1: the cache already lowered each by its age, from values clamped when kept. */
+    len = dns_build_reply(q, &reply, 1, DNS_PROXY_TTL_MAX, out, dns_query_max_answer(q));
+    if (len < 0) {
+        return false; /* upstream, then */
+    }
+    struct chain_ctx c = { p, q->name, now };
+    dns_reply_foreach_chain(&reply, record_cb, &c);
+    send_to_guest(p, from, out, len);
+    audit_query(p, q->name, "allow", policy_reason_str(reason), now);
+    return true;
 }
 
 static void handle_query(struct dns_proxy *p, const uint8_t *msg, size_t len,
@@ -220,48 +361,46 @@ static void handle_query(struct dns_proxy *p, const uint8_t *msg, size_t len,
         answer_error(p, &q, from, DNS_RCODE_NOERROR);
         return;
     }
+    if (answer_cached(p, &q, from, reason)) {
+        return;
+    }
     forward(p, &q, from, reason);
 }
+
+/* Queries read per wakeup, with one recvmmsg() (static: one loop thread). */
+static struct {
+    struct mmsghdr msgs[DNS_PROXY_BATCH];
+    struct iovec iov[DNS_PROXY_BATCH];
+    struct sockaddr_in from[DNS_PROXY_BATCH];
+    uint8_t buf[DNS_PROXY_BATCH][DNS_MSG_MAX + 1];
+} inq;
 
 static void guest_cb(evutil_socket_t fd, short what, void *userdata)
 {
     struct dns_proxy *p = userdata;
-    uint8_t buf[DNS_MSG_MAX + 1];
+    int n;
 
     for (int i = 0; i < DNS_PROXY_BATCH; i++) {
-        struct sockaddr_in from;
-        socklen_t fl = sizeof(from);
-        ssize_t n =
-            recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)&from, &fl);
-        if (n < 0) {
-            return; /* EAGAIN, or an ICMP error of an earlier answer: both end this turn */
-        }
-        if (fl != sizeof(from) || from.sin_family != AF_INET || (size_t)n > DNS_MSG_MAX) {
+        inq.iov[i] = (struct iovec){ inq.buf[i], sizeof(inq.buf[i]) };
+        inq.msgs[i] = (struct mmsghdr){ .msg_hdr = {
+                                            .msg_name = &inq.from[i],
+                                            .msg_namelen = sizeof(inq.from[i]),
+                                            .msg_iov = &inq.iov[i],
+                                            .msg_iovlen = 1,
+                                        } };
+    }
+    /* EAGAIN, or an ICMP error of an earlier answer: both end this turn. */
+    n = recvmmsg(fd, inq.msgs, DNS_PROXY_BATCH, MSG_DONTWAIT, NULL);
+    for (int i = 0; i < n; i++) {
+        const struct msghdr *h = &inq.msgs[i].msg_hdr;
+        /* MSG_TRUNC in msg_flags: longer than any query we take (DNS_MSG_MAX). */
+        if (h->msg_namelen != sizeof(inq.from[i]) || inq.from[i].sin_family != AF_INET ||
+            (h->msg_flags & MSG_TRUNC) || inq.msgs[i].msg_len > DNS_MSG_MAX) {
             continue;
         }
-        handle_query(p, buf, (size_t)n, &from);
+        handle_query(p, inq.buf[i], inq.msgs[i].msg_len, &inq.from[i]);
     }
-}
-
-struct chain_ctx {
-    struct dns_proxy *p;
-    const char *name;
-    usec_t now;
-};
-
-static void record_cb(const struct dns_answer *a, void *userdata)
-{
-    struct chain_ctx *c = userdata;
-    uint32_t addr, ttl;
-
-    if (a->type != DNS_TYPE_A) {
-        return;
-    }
-    memcpy(&addr, a->a, 4);
-    ttl = MAX(MIN(a->ttl, (uint32_t)DNS_PROXY_TTL_MAX), (uint32_t)DNS_PROXY_TTL_MIN);
-    /* Attributed to the name the guest asked: the one its SNI and Host will carry. */
-    (void)resolved_add(c->p->sb->resolved, c->name, addr,
-                       c->now + ttl * USEC_PER_SEC + RESOLVED_GRACE_USEC);
+    flush_answers();
 }
 
 static void upstream_cb(evutil_socket_t fd, short what, void *userdata)
@@ -269,7 +408,6 @@ static void upstream_cb(evutil_socket_t fd, short what, void *userdata)
     struct dns_proxy *p = userdata;
     const struct sockaddr_in *up = &p->sb->gw->upstream_dns;
     uint8_t buf[DNS_MSG_MAX + 1], out[DNS_MSG_MAX];
-    static struct dns_reply reply; /* 9 KiB: off the stack; one loop thread */
 
     for (int i = 0; i < DNS_PROXY_BATCH; i++) {
         struct sockaddr_in from;
@@ -277,7 +415,7 @@ static void upstream_cb(evutil_socket_t fd, short what, void *userdata)
         ssize_t n =
             recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)&from, &fl);
         if (n < 0) {
-            return;
+            break;
         }
         /* connect() already filters; checked again so a change there cannot open a hole. */
         if (fl != sizeof(from) || from.sin_addr.s_addr != up->sin_addr.s_addr ||
@@ -303,12 +441,14 @@ static void upstream_cb(evutil_socket_t fd, short what, void *userdata)
                 audit_query(p, pd->q.name, "deny", "upstream-malformed", pd->start);
             } else {
                 dns_reply_foreach_chain(&reply, record_cb, &c);
+                (void)dns_cache_put(p->cache, &reply, DNS_PROXY_TTL_MIN, DNS_PROXY_TTL_MAX, c.now);
                 send_to_guest(p, &pd->client, out, len);
                 audit_query(p, pd->q.name, "allow", policy_reason_str(pd->reason), pd->start);
             }
         }
         pending_drop(p, pd);
     }
+    flush_answers();
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *userdata)
@@ -324,6 +464,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *userdata)
             pending_drop(p, pd);
         }
     }
+    flush_answers();
     if (p->n_pending > 0) {
         struct timeval tv = { 0, 250 * 1000 };
         evtimer_add(p->timer, &tv);
@@ -347,9 +488,18 @@ int dns_proxy_new(struct sandbox *sb, int fd, struct dns_proxy **ret)
     p->tokens = 2.0 * gw->limits.dns_qps;
     p->refilled = now_monotonic();
     p->pending = calloc(p->max_pending, sizeof(*p->pending));
-    if (!p->pending) {
+    p->free_slots = calloc(p->max_pending, sizeof(*p->free_slots));
+    /* At most half full: probes stay short. */
+    for (p->id_mask = 1; p->id_mask < 2 * p->max_pending; p->id_mask <<= 1) {
+    }
+    p->by_id = calloc(p->id_mask, sizeof(*p->by_id));
+    p->id_mask--;
+    if (!p->pending || !p->free_slots || !p->by_id || dns_cache_new(0, &p->cache) < 0) {
         r = -ENOMEM;
         goto fail;
+    }
+    for (unsigned i = 0; i < p->max_pending; i++) {
+        p->free_slots[p->n_free++] = p->max_pending - 1 - i;
     }
     /* Our own socket, in our own namespace: the guest's datagrams never reach upstream. */
     p->up_fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -394,6 +544,9 @@ struct dns_proxy *dns_proxy_free(struct dns_proxy *p)
     close_safe(p->fd);
     close_safe(p->up_fd);
     free(p->pending);
+    free(p->free_slots);
+    free(p->by_id);
+    dns_cache_free(p->cache);
     free(p);
     return NULL;
 }

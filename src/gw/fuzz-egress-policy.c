@@ -2,7 +2,8 @@
  * libFuzzer target for the egress policy parser (policy.h). The input is
  * JSON, parsed in the native shape and in both E2B shapes (create and PUT).
  * Whatever parses must render back to JSON that parses again to the same
- * rendering, and every check must return a defined reason. Build with
+ * rendering, and every check must return a defined reason; injection rules
+ * ("inject", "secrets") must split into valid parts and match totally. Build with
  * -Dfuzzers=true and clang.
  */
 #include <arpa/inet.h>
@@ -29,6 +30,30 @@ static void poke_checks(const struct policy *p)
     static const char *const names[] = { "example.com", "www.example.com", "a.test", "x", "" };
     static const uint32_t addrs[] = { 0x08080808u, 0xC6120001u, 0xA9FEA9FEu, 0x7F000001u, 0 };
     static const uint16_t ports[] = { 0, 80, 443, 8000 };
+
+    static const char *const targets[] = { "/", "/v1/x?a=1", "/v1/../x", "*", "/%2e" };
+
+    /* Injection rules: parts cover the value, names are valid, matching is total. */
+    for (size_t i = 0; i < policy_inject_count(p); i++) {
+        const struct policy_inject *r = policy_inject_get(p, i);
+        const struct policy_inject_part *parts;
+        size_t n = policy_inject_parts(r, &parts);
+
+        assert(policy_inject_header(r)[0] != '\0');
+        for (size_t k = 0; k < n; k++) {
+            assert(!parts[k].secret || policy_secret_name_ok(parts[k].text));
+            assert(parts[k].secret || parts[k].len > 0);
+        }
+        for (size_t h = 0; h < sizeof(names) / sizeof(names[0]); h++) {
+            for (size_t t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
+                (void)policy_inject_matches(r, names[h], "GET", targets[t]);
+            }
+        }
+    }
+    for (size_t i = 0; i < policy_secret_ref_count(p); i++) {
+        assert(policy_secret_name_ok(policy_secret_ref(p, i)));
+        assert(policy_secret_sealed(p, policy_secret_ref(p, i)));
+    }
 
     for (size_t e = 0; e < sizeof(envs) / sizeof(envs[0]); e++) {
         for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
@@ -79,7 +104,7 @@ static void round_trip(json_t *(*render)(const struct policy *), const struct po
 
 static int parse_native(const json_t *j, struct policy **ret)
 {
-    return policy_parse_native(j, ret, NULL);
+    return policy_parse_native(j, true, ret, NULL);
 }
 
 static int parse_e2b(const json_t *j, struct policy **ret)
@@ -96,7 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!j) {
         return 0;
     }
-    if (policy_parse_native(j, &p, &err) == 0) {
+    if (policy_parse_native(j, true, &p, &err) == 0) {
         poke_checks(p);
         round_trip(policy_to_native, p, parse_native);
         p = policy_free(p);

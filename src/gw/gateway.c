@@ -39,6 +39,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
@@ -56,11 +57,13 @@
 #include "basic/time-util.h"
 #include "gw/audit.h"
 #include "gw/http-gate.h"
+#include "gw/inject.h"
 #include "gw/policy.h"
 #include "gw/resolved.h"
 #include "gw/sandbox.h"
 #include "gw/tls-hello.h"
 #include "gw/tls-term.h"
+#include "shared/event-util.h"
 #include "shared/http1.h"
 #include "shared/json-util.h"
 #include "shared/listener.h"
@@ -80,10 +83,13 @@
 #define GW_HIGH_WATER (256u * 1024)
 #define GW_SNIFF_MAX 16 /* bytes enough to tell HTTP from the rest */
 #define GW_METHOD_MAX 15
+#define GW_LIBEVENT_READ 4096u /* the most libevent 2.1 reads into a socket bufferevent at once */
+#define GW_SPLICE_MIN (64u * 1024)   /* a plain response body left this long is spliced */
+#define GW_SPLICE_PIPE (256u * 1024) /* asked for its pipe (the default 64 KiB if refused) */
 
 enum phase { PH_SNIFF, PH_DIAL_TCP, PH_TCP, PH_HTTP, PH_CLOSED };
 enum up_mode { UP_HEAD, UP_DIAL, UP_BODY, UP_NEXT, UP_DISCARD, UP_RAW };
-enum down_mode { DOWN_NONE, DOWN_HEAD, DOWN_BODY, DOWN_RAW };
+enum down_mode { DOWN_NONE, DOWN_HEAD, DOWN_BODY, DOWN_SPLICE, DOWN_RAW };
 
 struct gw_conn {
     struct gateway *g;
@@ -117,11 +123,21 @@ struct gw_conn {
     bool lingering;    /* our write side is shut; draining the guest's until EOF */
     bool up_reusable;  /* the upstream may take the next request (its response kept alive) */
     bool up_reused;    /* this request went on a kept upstream connection */
+    bool dialing;      /* an upstream dial is in progress (http_connected_cb() pending) */
+    bool dial_ahead;   /* ... started by predial(), and no request waits for it yet */
+    bool up_fresh;     /* the upstream was dialed ahead (predial()) and has carried nothing */
     bool resp_started; /* a byte of the response arrived */
+    /* DOWN_SPLICE: the rest of a plain Content-Length response body, upstream socket ->
+     * pipe -> guest socket (splice_body()); sp_rd/sp_wr set while it runs */
+    struct event *sp_rd, *sp_wr;
+    int sp_pipe[2];
+    size_t sp_in_pipe, sp_cap;
+    bool sp_rd_on, sp_wr_on;
     unsigned requests;
     /* the exchange being audited */
     char host[POLICY_NAME_MAX + 1];
     char method[GW_METHOD_MAX + 1];
+    char *secret; /* inject.h: the secrets this exchange carries (names), for its record */
     const char *reason;
     uint64_t ex_out, ex_in;
     usec_t ex_start;
@@ -159,6 +175,7 @@ static void audit_conn(struct gw_conn *c, const char *proto, bool allow, const c
         set_str(rec, "sni", c->sni);
         set_str(rec, "host", c->host);
         set_str(rec, "method", c->method);
+        set_str(rec, "secret", c->secret);
     }
     if (c->dst_str[0]) {
         json_object_set_new(rec, "dst", json_string(c->dst_str));
@@ -187,6 +204,8 @@ static void exchange_end(struct gw_conn *c)
     if (c->ex_open) {
         c->ex_open = false;
         audit_conn(c, http_proto(c), true, c->reason, true, c->ex_out, c->ex_in, c->ex_start);
+        free(c->secret);
+        c->secret = NULL;
     }
 }
 
@@ -229,9 +248,18 @@ static void conn_free(struct gw_conn *c)
     if (c->reaper) {
         event_free(c->reaper);
     }
+    if (c->sp_rd) {
+        event_free(c->sp_rd);
+    }
+    if (c->sp_wr) {
+        event_free(c->sp_wr);
+    }
+    close_safe(c->sp_pipe[0]);
+    close_safe(c->sp_pipe[1]);
     close_safe(c->fd);
     close_safe(c->up_fd);
     strbuf_release(&c->fwd);
+    free(c->secret);
     free(c);
 }
 
@@ -245,19 +273,29 @@ static void reap_cb(evutil_socket_t fd, short what, void *userdata)
 }
 
 /* libevent moves at most 16 KiB per read or write by default: a download then costs a wakeup
- * per 16 KiB. A pipe's worth per call, as the shared relay moves. */
+ * per 16 KiB. Up to the high water mark per call (the plain socket reads are topped up past
+ * libevent's own 4 KiB by fill(), below). */
 static void bev_tune(struct bufferevent *bev)
 {
-    (void)bufferevent_set_max_single_read(bev, RELAY_BUFFER);
-    (void)bufferevent_set_max_single_write(bev, RELAY_BUFFER);
+    (void)bufferevent_set_max_single_read(bev, GW_HIGH_WATER);
+    (void)bufferevent_set_max_single_write(bev, GW_HIGH_WATER);
 }
 
-static void bev_stop(struct bufferevent *bev)
+/*
+ * From a plain socket bufferevent's read callback: more of what waits in
+ * the socket, up to `limit` bytes of input (event-util.h says why). An
+ * OpenSSL bufferevent reads whole records itself. Returns <0 on a socket
+ * error (the connection then ends: the bufferevent will not report it).
+ */
+static int fill(struct gw_conn *c, struct bufferevent *bev, size_t limit)
 {
-    if (bev) {
-        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
-        bufferevent_disable(bev, EV_READ | EV_WRITE);
+    /* Less than one of libevent's reads (EVBUFFER_MAX_READ) waiting: that read took all
+     * there was, and another would only say EAGAIN. */
+    if (c->tls || evbuffer_get_length(bufferevent_get_input(bev)) < GW_LIBEVENT_READ) {
+        return 0;
     }
+    ssize_t n = event_util_bev_fill(bev, limit);
+    return n < 0 ? (int)n : 0;
 }
 
 /* Stops all I/O now; the memory goes in reap_cb(), outside c's callbacks (R15). */
@@ -279,9 +317,13 @@ static void conn_close(struct gw_conn *c, const char *why)
         event_del(c->dial_ev);
     }
     event_del(c->timer);
-    bev_stop(c->client);
-    bev_stop(c->upstream);
-    event_active(c->reaper, EV_TIMEOUT, 1);
+    if (c->sp_rd) {
+        event_del(c->sp_rd);
+    }
+    if (c->sp_wr) {
+        event_del(c->sp_wr);
+    }
+    event_util_close_later(c->client, c->upstream, c->reaper);
 }
 
 /* Closes with a reset: a denied raw connection learns nothing but "no". */
@@ -440,6 +482,7 @@ static void start_passthrough(struct gw_conn *c, const char *reason)
 
 static void http_next(struct gw_conn *c);
 static void http_head(struct gw_conn *c);
+static void splice_start(struct gw_conn *c);
 
 static void write_to_client(struct gw_conn *c, const char *buf, size_t len)
 {
@@ -479,7 +522,7 @@ static void close_after_flush(struct gw_conn *c)
 {
     c->close_after_flush = true;
     if (c->upstream) {
-        bev_stop(c->upstream);
+        event_util_bev_stop(c->upstream);
     }
     c->up = UP_DISCARD;
     evbuffer_drain(bufferevent_get_input(c->client),
@@ -536,11 +579,21 @@ static void up_pump(struct gw_conn *c)
         evbuffer_drain(in, evbuffer_get_length(in));
         return;
     case UP_RAW:
+        if (fill(c, c->client, HTTP1_HEAD_MAX) < 0) {
+            conn_close(c, "client error");
+            return;
+        }
         out = bufferevent_get_output(c->upstream);
         c->ex_out += evbuffer_get_length(in);
         (void)evbuffer_add_buffer(out, in);
         break;
     case UP_BODY:
+        /* The client's input stays within its watermark: bytes past the body are the next
+         * request's head, read no further ahead than a head may be. */
+        if (fill(c, c->client, HTTP1_HEAD_MAX) < 0) {
+            conn_close(c, "client error");
+            return;
+        }
         out = bufferevent_get_output(c->upstream);
         while (!c->body.done && evbuffer_get_length(in) > 0) {
             struct evbuffer_iovec v;
@@ -585,6 +638,12 @@ static void client_write_cb(struct bufferevent *bev, void *userdata)
 
     if (c->close_after_flush) {
         client_flush_close_cb(bev, c);
+        return;
+    }
+    if (c->down == DOWN_SPLICE) {
+        if (!c->sp_rd && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+            splice_start(c); /* what was buffered went first */
+        }
         return;
     }
     /* Below the high water mark again: the upstream may deliver more. */
@@ -684,6 +743,148 @@ static void response_done(struct gw_conn *c)
 
 static void upstream_read_cb(struct bufferevent *bev, void *userdata);
 
+/*
+ * The rest of a plain response body, when it is long and its length known
+ * (Content-Length, so where it ends is known without looking at it), goes
+ * upstream socket -> pipe -> guest socket with splice(2): no copy through
+ * our memory, a pipe's worth per call. Exactly resp_body.remaining bytes
+ * are taken from the upstream socket, never more, so whatever the upstream
+ * sends after the body stays there (and makes its connection unusable, as
+ * any early byte does); the request side waits meanwhile (UP_NEXT: the
+ * next request is read and checked only after this response), and every
+ * byte is counted for the audit as before. Bytes the bufferevents hold go
+ * first: the guest's output buffer is flushed before splicing starts.
+ * Over TLS there is nothing to splice (the bytes are re-encrypted).
+ */
+static void splice_cb(evutil_socket_t fd, short what, void *userdata);
+
+static void sp_set(struct event *ev, bool *on, bool want)
+{
+    if (want != *on) {
+        if (want) {
+            event_add(ev, NULL);
+        } else {
+            event_del(ev);
+        }
+        *on = want;
+    }
+}
+
+static void splice_end(struct gw_conn *c)
+{
+    sp_set(c->sp_rd, &c->sp_rd_on, false);
+    sp_set(c->sp_wr, &c->sp_wr_on, false);
+    event_free(c->sp_rd);
+    event_free(c->sp_wr);
+    c->sp_rd = c->sp_wr = NULL;
+    /* The pipe goes too: a kept-alive connection should not hold pipe pages while idle. */
+    c->sp_pipe[0] = close_safe(c->sp_pipe[0]);
+    c->sp_pipe[1] = close_safe(c->sp_pipe[1]);
+    c->resp_body.done = true;
+    c->down = DOWN_BODY;
+    bufferevent_setwatermark(c->client, EV_WRITE, GW_HIGH_WATER / 2, 0);
+    bufferevent_enable(c->client, EV_WRITE);
+    response_done(c);
+}
+
+/* Moves bytes until both ends would block (or a bound, so one download cannot starve the loop). */
+static void splice_pump(struct gw_conn *c)
+{
+    int up = bufferevent_getfd(c->upstream), down = bufferevent_getfd(c->client);
+    ssize_t n;
+
+    for (unsigned round = 0; round < 16; round++) {
+        bool progress = false;
+        if (c->sp_in_pipe > 0) {
+            n = splice(c->sp_pipe[0], NULL, down, NULL, c->sp_in_pipe,
+                       SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+            if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                conn_close(c, "client error");
+                return;
+            }
+            if (n > 0) {
+                c->sp_in_pipe -= (size_t)n;
+                c->ex_in += (uint64_t)n;
+                progress = true;
+            }
+        }
+        /* Only into an empty pipe (relay.c says why: a pipe fills by page slots). */
+        if (c->sp_in_pipe == 0 && c->resp_body.remaining > 0) {
+            n = splice(up, NULL, c->sp_pipe[1], NULL,
+                       (size_t)MIN(c->resp_body.remaining, (uint64_t)c->sp_cap), SPLICE_F_NONBLOCK);
+            if (n == 0) {
+                conn_close(c, "upstream closed mid-response");
+                return;
+            }
+            if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                conn_close(c, "upstream error");
+                return;
+            }
+            if (n > 0) {
+                c->sp_in_pipe += (size_t)n;
+                c->resp_body.remaining -= (uint64_t)n;
+                progress = true;
+            }
+        }
+        if (c->sp_in_pipe == 0 && c->resp_body.remaining == 0) {
+            splice_end(c);
+            return;
+        }
+        if (!progress) {
+            break;
+        }
+        touch(c);
+    }
+    sp_set(c->sp_rd, &c->sp_rd_on, c->sp_in_pipe == 0 && c->resp_body.remaining > 0);
+    sp_set(c->sp_wr, &c->sp_wr_on, c->sp_in_pipe > 0);
+}
+
+static void splice_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    splice_pump(userdata);
+}
+
+static void splice_start(struct gw_conn *c)
+{
+    struct event_base *base = c->g->sb->gw->base;
+    int cap;
+
+    if (pipe2(c->sp_pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+        c->sp_pipe[0] = c->sp_pipe[1] = -EBADF;
+        conn_close(c, "no pipe for the body");
+        return;
+    }
+    /* Bigger than the default 16 slots when the pipe limits allow (fcntl fails otherwise). */
+    (void)fcntl(c->sp_pipe[1], F_SETPIPE_SZ, (int)GW_SPLICE_PIPE);
+    cap = fcntl(c->sp_pipe[1], F_GETPIPE_SZ);
+    c->sp_cap = cap > 0 ? (size_t)cap : RELAY_BUFFER;
+    c->sp_in_pipe = 0;
+    c->sp_rd = event_new(base, bufferevent_getfd(c->upstream), EV_READ | EV_PERSIST, splice_cb, c);
+    c->sp_wr = event_new(base, bufferevent_getfd(c->client), EV_WRITE | EV_PERSIST, splice_cb, c);
+    c->sp_rd_on = c->sp_wr_on = false;
+    if (!c->sp_rd || !c->sp_wr) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    bufferevent_disable(c->client, EV_WRITE);
+    splice_pump(c);
+}
+
+/* DOWN_BODY -> DOWN_SPLICE: both bufferevents stand still while the body is spliced. */
+static void splice_body(struct gw_conn *c)
+{
+    c->down = DOWN_SPLICE;
+    bufferevent_disable(c->upstream, EV_READ);
+    bufferevent_disable(c->client, EV_READ);
+    if (evbuffer_get_length(bufferevent_get_output(c->client)) > 0) {
+        /* client_write_cb() starts it once the output is empty. */
+        bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+        bufferevent_enable(c->client, EV_WRITE);
+        return;
+    }
+    splice_start(c);
+}
+
 /* A final or interim response head is complete in the upstream input. */
 static int down_head(struct gw_conn *c)
 {
@@ -764,6 +965,11 @@ static void down_pump(struct gw_conn *c)
             return;
         }
     }
+    if ((c->down == DOWN_RAW || c->down == DOWN_BODY) && evbuffer_get_length(out) < GW_HIGH_WATER &&
+        fill(c, c->upstream, GW_HIGH_WATER) < 0) {
+        conn_close(c, "upstream error");
+        return;
+    }
     if (c->down == DOWN_RAW) {
         c->ex_in += evbuffer_get_length(in);
         (void)evbuffer_add_buffer(out, in);
@@ -783,6 +989,12 @@ static void down_pump(struct gw_conn *c)
         }
         if (c->resp_body.done || c->resp_body.kind == HTTP1_BODY_NONE) {
             response_done(c);
+            return;
+        }
+        if (!c->tls && c->resp_body.kind == HTTP1_BODY_LENGTH &&
+            c->resp_body.remaining >= GW_SPLICE_MIN && evbuffer_get_length(in) == 0 &&
+            (c->up == UP_NEXT || c->up == UP_DISCARD)) {
+            splice_body(c);
             return;
         }
     }
@@ -823,6 +1035,7 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *userdat
          * a request without a body is sent again, once, on a fresh connection. */
         upstream_drop(c);
         c->up_reused = false;
+        c->dialing = true;
         if (dial_start(c, http_connected_cb) < 0) {
             c->ex_open = false;
             audit_conn(c, http_proto(c), false, "upstream-unreachable", false, 0, 0, 0);
@@ -864,11 +1077,31 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *userdat
 
 static void send_request(struct gw_conn *c);
 
+/* A dialed-ahead upstream that closed or failed before any request: dropped quietly (the
+ * request, when it comes, dials again and meets the failure, audited, itself). */
+static void predial_event_cb(struct bufferevent *bev, short what, void *userdata)
+{
+    struct gw_conn *c = userdata;
+
+    if (what & BEV_EVENT_CONNECTED) {
+        return; /* upstream TLS verified: ready for the first request */
+    }
+    c->up_fresh = false;
+    upstream_drop(c);
+}
+
 static void http_connected_cb(evutil_socket_t fd, short what, void *userdata)
 {
     struct gw_conn *c = userdata;
     int r = dial_result(c, what);
+    bool waiting = !c->dial_ahead; /* a checked request waits for this connection */
 
+    c->dialing = c->dial_ahead = false;
+    if (r < 0 && !waiting) {
+        close_safe(c->up_fd);
+        c->up_fd = -EBADF;
+        return;
+    }
     if (r < 0) {
         c->ex_open = false;
         audit_conn(c, http_proto(c), false, "upstream-unreachable", false, 0, 0, 0);
@@ -897,7 +1130,35 @@ static void http_connected_cb(evutil_socket_t fd, short what, void *userdata)
         return;
     }
     c->up_fd = -EBADF;
+    if (!waiting) {
+        /* Dialed ahead: the handshake runs on while the guest's request is on its way. */
+        c->up_fresh = true;
+        bufferevent_setcb(c->upstream, idle_read_cb, NULL, predial_event_cb, c);
+        bev_tune(c->upstream);
+        bufferevent_enable(c->upstream, EV_READ | EV_WRITE);
+        return;
+    }
     send_request(c);
+}
+
+/*
+ * Terminated TLS: the upstream is dialed (TCP, then our verified TLS
+ * handshake) as soon as the SNI passed, while the guest's own handshake
+ * and first request are still on their way, so the first byte waits for
+ * the two handshakes side by side rather than one after the other. Safe
+ * before any request: the SNI is allowed and attributed to this very
+ * destination (the one the upstream TLS names and verifies), and no byte
+ * of the guest's goes upstream before its request's Host is checked
+ * against it. A failure here is quiet; the first request dials again.
+ */
+static void predial(struct gw_conn *c)
+{
+    if (dial_start(c, http_connected_cb) < 0) {
+        close_safe(c->up_fd);
+        c->up_fd = -EBADF;
+        return;
+    }
+    c->dialing = c->dial_ahead = true;
 }
 
 /* The checked, rewritten head goes out on c->upstream (new or kept); the body follows. */
@@ -932,18 +1193,13 @@ static void send_request(struct gw_conn *c)
  * that frames the body otherwise than we do (one that ignores
  * Content-Length) then cannot read the guest's body bytes as a request of
  * its own, unchecked, on a kept connection. Any other request asks to keep
- * the upstream connection alive for the next one. http1_rewrite_request() always says
- * "close", so that is the same rewrite with "keep-alive", through the
- * response variant, which does exactly that on any head.
+ * the upstream connection alive for the next one.
  */
 static int rewrite_request(const char *head, const struct http1_request *req, struct strbuf *out)
 {
-    struct http1_response as_head = { .head_len = req->head_len };
+    bool body = req->chunked || (req->has_content_length && req->content_length > 0);
 
-    if (req->upgrade || req->chunked || (req->has_content_length && req->content_length > 0)) {
-        return http1_rewrite_request(head, req, out);
-    }
-    return http1_rewrite_response(head, &as_head, "keep-alive", out);
+    return http1_rewrite_request_conn(head, req, body ? "close" : "keep-alive", out);
 }
 
 /* A complete request head is at the front of the client's input. */
@@ -956,6 +1212,8 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
 
     c->host[0] = '\0';
     c->method[0] = '\0';
+    free(c->secret); /* a record of this request never names the last one's secrets */
+    c->secret = NULL;
     if (len >= 8 && memcmp(head, "CONNECT ", 8) == 0) {
         /* Refused by name before the parser (which has no authority-form): a tunnel. */
         snprintf(c->method, sizeof(c->method), "CONNECT");
@@ -992,11 +1250,19 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
         http_deny(c, 431, "Request Header Fields Too Large", "head-too-large");
         return;
     }
+    /* Credentials (inject.h): the one hook; it may replace fields of c->fwd, or deny. */
+    const char *why;
+    r = inject_request(sb, c->tls ? c->sni : NULL, res.host, &req, c->dst.sin_addr, &c->fwd,
+                       &c->secret, &why);
+    if (r > 0) {
+        http_deny(c, r, inject_phrase(r), why);
+        return;
+    }
+    c->head_request = http1_span_eq(req.method, "HEAD"); /* req's spans die with the drain */
     evbuffer_drain(bufferevent_get_input(c->client), req.head_len);
     c->requests++;
     c->keep_alive = req.keep_alive && !req.upgrade;
     c->upgrade = req.upgrade;
-    c->head_request = http1_span_eq(req.method, "HEAD");
     c->sent_response = false;
     http1_body_init_request(&c->body, &req);
     c->reason = res.reason;
@@ -1006,14 +1272,22 @@ static void http_request(struct gw_conn *c, const char *head, size_t len)
     c->up = UP_DIAL;
     bufferevent_disable(c->client, EV_READ);
     timer_in(c, 10 * USEC_PER_SEC); /* the idle check from here on */
-    if (c->body.kind != HTTP1_BODY_NONE) {
-        upstream_drop(c); /* a body goes on a fresh connection: no stale-reuse race for it */
+    if (c->body.kind != HTTP1_BODY_NONE && !c->up_fresh) {
+        /* A body goes on a connection that never carried a request (dialed ahead, or now):
+         * it is streamed, not kept, so it could not be sent again after a stale-reuse race. */
+        upstream_drop(c);
     }
-    c->up_reused = c->upstream != NULL;
+    c->up_reused = c->upstream != NULL && !c->up_fresh;
+    c->up_fresh = false;
     if (c->upstream) {
         send_request(c);
         return;
     }
+    if (c->dialing) {
+        c->dial_ahead = false; /* dialed ahead, still connecting: http_connected_cb() sends it */
+        return;
+    }
+    c->dialing = true;
     if (dial_start(c, http_connected_cb) < 0) {
         c->ex_open = false;
         audit_conn(c, http_proto(c), false, "upstream-unreachable", false, 0, 0, 0);
@@ -1192,6 +1466,9 @@ static void sniff_tls(struct gw_conn *c)
     }
     c->tls = true;
     start_http(c, ssl);
+    if (c->phase == PH_HTTP) {
+        predial(c);
+    }
 }
 
 static void sniff_cb(evutil_socket_t fd, short what, void *userdata)
@@ -1332,6 +1609,7 @@ static void accept_cb(struct listener *l, int fd, const struct sockaddr *peer, s
     c->g = g;
     c->fd = fd;
     c->up_fd = -EBADF;
+    c->sp_pipe[0] = c->sp_pipe[1] = -EBADF;
     c->from_listener = true;
     c->start = c->last_active = now_monotonic();
     c->next = g->conns;

@@ -8,9 +8,12 @@
  * socket is non-blocking and every queue bounded, so one sandbox's flood
  * only ever waits on its own limits.
  *
- * Startup: options, the egress CA in --data-dir (src/shared/ca.c), the
- * control socket, then the drop to --user, then "ready". SIGTERM/SIGINT:
- * clean exit (connections are cut; the node re-attaches a restarted gw).
+ * Startup: options, the egress CA and the secrets keypair in --data-dir
+ * (src/shared/ca.c, sealed-secret.h; both keys 0600, handed to --user), the
+ * control socket, then the drop to --user, then "ready". The secrets private
+ * key stays in memory (opening the sealed values policies bring, inject.h);
+ * the process is not dumpable. SIGTERM/SIGINT: clean exit (connections are
+ * cut; the node re-attaches a restarted gw).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,8 +37,10 @@
 #include "gw/policy.h"
 #include "gw/sandbox.h"
 #include "gw/tls-term.h"
+#include "shared/ca.h"
 #include "shared/gw-proto.h"
 #include "shared/listener.h"
+#include "shared/sealed-secret.h"
 
 static const char *arg_control_socket = GW_PROTO_SOCKET_DEFAULT;
 static const char *arg_data_dir = "/var/lib/space/gw";
@@ -53,7 +58,8 @@ static void help(void)
 {
     printf("usage: space-gw [options]\n"
            "  --control-socket PATH   the node's control socket (default %s)\n"
-           "  --data-dir DIR          egress CA (ca.key, ca.crt) (default %s)\n"
+           "  --data-dir DIR          egress CA (ca.key, ca.crt) and secrets keypair\n"
+           "                          (secrets.key, secrets.pub) (default %s)\n"
            "  --upstream-dns IP[:PORT]  resolver for allowed names (default: the first\n"
            "                          nameserver of /etc/resolv.conf)\n"
            "  --upstream-ca FILE      extra CA bundle trusted for upstream TLS\n"
@@ -214,6 +220,50 @@ static int drop_privileges(const char *user)
     return 0;
 }
 
+/*
+ * The data directory and its keys belong to the user space-gw runs as, so
+ * the keys are readable by it alone (0600) and by root, never by the VMMs
+ * or anyone else; the public files (ca.crt, secrets.pub) stay 0644.
+ */
+static int give_data_dir(const char *dir, const char *user)
+{
+    static const char *const files[] = { CA_KEY_FILE, CA_CERT_FILE, SEALED_SECRET_KEY_FILE,
+                                         SEALED_SECRET_PUB_FILE };
+    struct passwd *pw = getpwnam(user);
+    char p[PATH_MAX];
+
+    if (!pw) {
+        return log_error_errno(-ENOENT, "no user '%s'", user);
+    }
+    if (chown(dir, pw->pw_uid, pw->pw_gid) < 0) {
+        return log_error_errno(-errno, "cannot give '%s' to '%s': %m", dir, user);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+        snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
+        if (chown(p, pw->pw_uid, pw->pw_gid) < 0 && errno != ENOENT) {
+            return log_error_errno(-errno, "cannot give '%s' to '%s': %m", p, user);
+        }
+    }
+    return 0;
+}
+
+static int open_secrets_key(const char *dir, EVP_PKEY **ret)
+{
+    char p[PATH_MAX];
+    int r = sealed_secret_keygen(dir);
+
+    if (r < 0) {
+        return log_error_errno(r, "cannot create the secrets keypair in '%s': %m", dir);
+    }
+    snprintf(p, sizeof(p), "%s/%s", dir, SEALED_SECRET_KEY_FILE);
+    r = sealed_secret_load_private(p, ret);
+    if (r < 0) {
+        return log_error_errno(r, "cannot load the secrets key '%s': %m", p);
+    }
+    log_info("secrets key '%s' (public: '%s/%s')", p, dir, SEALED_SECRET_PUB_FILE);
+    return 0;
+}
+
 static void sweep_cb(evutil_socket_t fd, short what, void *userdata)
 {
     sandbox_sweep(userdata);
@@ -277,6 +327,16 @@ int main(int argc, char **argv)
         log_error_errno(r, "cannot open the egress CA in '%s': %m", arg_data_dir);
         return 1;
     }
+    r = open_secrets_key(arg_data_dir, (EVP_PKEY **)&gw.secrets_key);
+    if (r < 0) {
+        goto out;
+    }
+    if (arg_user && geteuid() == 0) {
+        r = give_data_dir(arg_data_dir, arg_user);
+        if (r < 0) {
+            goto out;
+        }
+    }
     gw.ca_pem = strdup(tls_term_ca_pem(gw.tls));
     if (!gw.ca_pem) {
         r = -ENOMEM;
@@ -302,7 +362,7 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    (void)prctl(PR_SET_DUMPABLE, 0); /* the CA key is in memory */
+    (void)prctl(PR_SET_DUMPABLE, 0); /* the CA key, the secrets key and secrets are in memory */
     sigterm = evsignal_new(gw.base, SIGTERM, signal_cb, gw.base);
     sigint = evsignal_new(gw.base, SIGINT, signal_cb, gw.base);
     sweep = event_new(gw.base, -1, EV_PERSIST, sweep_cb, &gw);
@@ -337,6 +397,7 @@ out:
         event_base_free(gw.base);
     }
     free(gw.ca_pem);
+    EVP_PKEY_free((EVP_PKEY *)gw.secrets_key);
     tls_term_free(gw.tls);
     log_info("stopped");
     return r < 0 ? 1 : 0;

@@ -7,9 +7,11 @@
 
 #include <arpa/inet.h>
 #include <stdarg.h>
+#include <time.h>
 
 #include "basic/macro.h"
 #include "basic/parse-util.h"
+#include "shared/sealed-secret.h"
 
 enum entry_kind { ENTRY_NAME, ENTRY_WILDCARD, ENTRY_CIDR4, ENTRY_CIDR6 };
 
@@ -30,6 +32,26 @@ struct entry {
 
 enum dialect { DIALECT_NATIVE, DIALECT_E2B };
 
+struct policy_inject {
+    struct entry host;                         /* ENTRY_NAME or ENTRY_WILDCARD, no ports */
+    char method[POLICY_INJECT_METHOD_MAX + 1]; /* "" = any */
+    char *path_prefix;                         /* NULL = any */
+    char header[POLICY_INJECT_HEADER_MAX + 1];
+    char *value; /* as given, rendered back */
+    struct policy_inject_part *parts;
+    size_t n_parts;
+    char *names;        /* the secret parts' NUL-terminated names */
+    char *expires_text; /* as given; NULL = never */
+    uint64_t expires_usec;
+    unsigned rate;
+    bool plain_http;
+};
+
+struct secret_entry {
+    char name[POLICY_SECRET_NAME_MAX + 1];
+    char *sealed;
+};
+
 struct policy {
     enum dialect dialect;
     bool internet;      /* the default for anything no entry matches */
@@ -40,6 +62,13 @@ struct policy {
     size_t n_allow, n_deny;
     struct entry *passthrough; /* native only: names the gateway splices without terminating */
     size_t n_passthrough;
+    struct policy_inject *inject; /* native only */
+    size_t n_inject;
+    char (*refs)[POLICY_SECRET_NAME_MAX + 1]; /* distinct names the rules reference */
+    size_t n_refs;
+    struct secret_entry *secrets; /* the "secrets" map (with_secrets only) */
+    size_t n_secrets;
+    bool has_secrets;
 };
 
 static const char *const reason_names[_POLICY_REASON_MAX] = {
@@ -494,6 +523,21 @@ struct policy *policy_free(struct policy *p)
         free(p->allow);
         free(p->deny);
         free(p->passthrough);
+        for (size_t i = 0; i < p->n_inject; i++) {
+            struct policy_inject *r = &p->inject[i];
+
+            free(r->path_prefix);
+            free(r->value);
+            free(r->parts);
+            free(r->names);
+            free(r->expires_text);
+        }
+        free(p->inject);
+        free(p->refs);
+        for (size_t i = 0; i < p->n_secrets; i++) {
+            free(p->secrets[i].sealed);
+        }
+        free(p->secrets);
         free(p);
     }
     return NULL;
@@ -523,7 +567,555 @@ static int parse_passthrough(const json_t *arr, struct policy *p, struct policy_
     return 0;
 }
 
-int policy_parse_native(const json_t *json, struct policy **ret, struct policy_error *err)
+/* ---- credential injection: "inject" rules and the "secrets" map ---- */
+
+static bool name_matches(const struct entry *e, const char *name);
+
+bool policy_secret_name_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+
+    if (n == 0 || n > POLICY_SECRET_NAME_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* RFC 7230 tchar. */
+static bool tchar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static bool header_forbidden(const char *h)
+{
+    /* Hop-by-hop (RFC 7230 6.1, and the old Proxy-Connection and Keep-Alive), and
+     * what frames the request: replacing them would change its meaning, not its credentials. */
+    static const char *const no[] = {
+        "connection", "keep-alive",     "proxy-connection",  "proxy-authenticate",
+        "te",         "trailer",        "transfer-encoding", "upgrade",
+        "host",       "content-length",
+    };
+
+    for (size_t i = 0; i < ARRAY_SIZE(no); i++) {
+        if (strcasecmp(h, no[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static int digits(const char *s, size_t n, int *ret)
+{
+    int v = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return -EINVAL;
+        }
+        v = v * 10 + (s[i] - '0');
+    }
+    *ret = v;
+    return 0;
+}
+
+/* RFC 3339 date-time: YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM), in realtime usec. */
+static int parse_rfc3339(const char *s, uint64_t *ret)
+{
+    static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+    int Y, M, D, h, m, sec, oh = 0, om = 0, sign = 0;
+    size_t n = strlen(s), i = 19;
+    struct tm tm = {};
+    time_t t;
+
+    if (n < 20 || n > 64 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
+        s[13] != ':' || s[16] != ':' || digits(s, 4, &Y) < 0 || digits(s + 5, 2, &M) < 0 ||
+        digits(s + 8, 2, &D) < 0 || digits(s + 11, 2, &h) < 0 || digits(s + 14, 2, &m) < 0 ||
+        digits(s + 17, 2, &sec) < 0) {
+        return -EINVAL;
+    }
+    if (s[i] == '.') {
+        size_t j = ++i;
+
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            i++;
+        }
+        if (i == j) {
+            return -EINVAL;
+        }
+    }
+    if ((s[i] == 'Z' || s[i] == 'z') && i + 1 == n) {
+        sign = 0;
+    } else if ((s[i] == '+' || s[i] == '-') && i + 6 == n && s[i + 3] == ':' &&
+               digits(s + i + 1, 2, &oh) == 0 && digits(s + i + 4, 2, &om) == 0 && oh <= 23 &&
+               om <= 59) {
+        sign = s[i] == '+' ? 1 : -1;
+    } else {
+        return -EINVAL;
+    }
+    if (Y < 1970 || M < 1 || M > 12 || D < 1 || D > mdays[M - 1] ||
+        (M == 2 && D == 29 && !(Y % 4 == 0 && (Y % 100 != 0 || Y % 400 == 0))) || h > 23 ||
+        m > 59 || sec > 60) {
+        return -EINVAL;
+    }
+    tm.tm_year = Y - 1900;
+    tm.tm_mon = M - 1;
+    tm.tm_mday = D;
+    tm.tm_hour = h;
+    tm.tm_min = m;
+    tm.tm_sec = sec > 59 ? 59 : sec; /* a leap second: its second */
+    t = timegm(&tm);
+    t -= (time_t)sign * (oh * 3600 + om * 60);
+    if (t < 0) {
+        return -EINVAL;
+    }
+    *ret = (uint64_t)t * 1000000u;
+    return 0;
+}
+
+/* Adds name to the policy's distinct references. */
+static int add_ref(struct policy *p, const char *name, size_t len)
+{
+    for (size_t i = 0; i < p->n_refs; i++) {
+        if (strlen(p->refs[i]) == len && memcmp(p->refs[i], name, len) == 0) {
+            return 0;
+        }
+    }
+    if (p->n_refs == POLICY_SECRETS_MAX) {
+        return -E2BIG;
+    }
+    memcpy(p->refs[p->n_refs], name, len);
+    p->refs[p->n_refs][len] = '\0';
+    p->n_refs++;
+    return 0;
+}
+
+/* Splits a value template into literal and secret parts; refuses controls and bad references. */
+static int parse_value(struct policy *p, struct policy_inject *r, const char *v, const char **why)
+{
+    static const struct {
+        const char *open, *close;
+    } syntax[] = { { "{{secret:", "}}" }, { "${e2b.secrets.", "}" } };
+    size_t n = strlen(v), names = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            *why = "control character (CR, LF, ...) in value";
+            return -EINVAL;
+        }
+    }
+    r->parts = calloc(n + 1, sizeof(*r->parts));
+    r->names = malloc(n + 1);
+    if (!r->parts || !r->names) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t k, start = i, end = n;
+
+        /* The next reference, if any. */
+        for (k = 0; k < ARRAY_SIZE(syntax); k++) {
+            const char *at = strstr(v + i, syntax[k].open);
+
+            if (at && (size_t)(at - v) < end) {
+                end = (size_t)(at - v);
+            }
+        }
+        if (end > start) {
+            r->parts[r->n_parts++] = (struct policy_inject_part){ false, v + start, end - start };
+            i = end;
+            continue;
+        }
+        for (k = 0; k < ARRAY_SIZE(syntax); k++) {
+            if (strncmp(v + i, syntax[k].open, strlen(syntax[k].open)) == 0) {
+                break;
+            }
+        }
+        const char *name = v + i + strlen(syntax[k].open);
+        const char *close = strstr(name, syntax[k].close);
+        size_t len = close ? (size_t)(close - name) : 0;
+        char buf[POLICY_SECRET_NAME_MAX + 1];
+
+        if (!close || len == 0 || len > POLICY_SECRET_NAME_MAX) {
+            *why = "invalid secret reference (NAME is [A-Za-z0-9_-]{1,64})";
+            return -EINVAL;
+        }
+        memcpy(buf, name, len);
+        buf[len] = '\0';
+        if (!policy_secret_name_ok(buf)) {
+            *why = "invalid secret reference (NAME is [A-Za-z0-9_-]{1,64})";
+            return -EINVAL;
+        }
+        if (add_ref(p, buf, len) < 0) {
+            *why = "more than 64 distinct secrets";
+            return -EINVAL;
+        }
+        memcpy(r->names + names, buf, len + 1);
+        r->parts[r->n_parts++] = (struct policy_inject_part){ true, r->names + names, len };
+        names += len + 1;
+        i = (size_t)(close - v) + strlen(syntax[k].close);
+    }
+    return 0;
+}
+
+static const char *string_field(const json_t *o, const char *key, size_t max, const char **why)
+{
+    const json_t *v = json_object_get(o, key);
+
+    if (!v) {
+        return NULL;
+    }
+    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+        *why = "must be a string without NUL bytes";
+        return "";
+    }
+    if (json_string_length(v) > max) {
+        *why = "too long";
+        return "";
+    }
+    return json_string_value(v);
+}
+
+static int parse_rule(struct policy *p, const json_t *o, struct policy_inject *r, const char **what,
+                      const char **why)
+{
+    const char *key, *s;
+    json_t *v;
+    int k;
+
+    if (!json_is_object(o)) {
+        *what = "";
+        *why = "must be an object";
+        return -EINVAL;
+    }
+    json_object_foreach ((json_t *)o, key, v) {
+        static const char *const known[] = { "host",  "method",    "pathPrefix",    "header",
+                                             "value", "expiresAt", "ratePerMinute", "plainHttp" };
+        bool ok = false;
+
+        for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
+            ok = ok || strcmp(key, known[i]) == 0;
+        }
+        if (!ok) {
+            *what = key;
+            *why = "unknown field";
+            return -EINVAL;
+        }
+    }
+
+    *what = "host";
+    *why = NULL;
+    s = string_field(o, "host", POLICY_ENTRY_TEXT_MAX, why);
+    if (*why) {
+        return -EINVAL;
+    }
+    if (!s) {
+        *why = "missing";
+        return -EINVAL;
+    }
+    if (parse_entry(s, true, &r->host, why) < 0) {
+        return -EINVAL;
+    }
+    if ((r->host.kind != ENTRY_NAME && r->host.kind != ENTRY_WILDCARD) || r->host.n_ports > 0) {
+        *why = "must be a host name or a \"*.\" wildcard, without a port";
+        return -EINVAL;
+    }
+
+    *what = "method";
+    s = string_field(o, "method", POLICY_INJECT_METHOD_MAX, why);
+    if (*why) {
+        return -EINVAL;
+    }
+    if (s) {
+        if (*s == '\0') {
+            *why = "empty";
+            return -EINVAL;
+        }
+        for (const char *c = s; *c; c++) {
+            if (!tchar(*c) || (*c >= 'a' && *c <= 'z')) {
+                *why = "must be an uppercase token (GET, POST, ...)";
+                return -EINVAL;
+            }
+        }
+        snprintf(r->method, sizeof(r->method), "%s", s);
+    }
+
+    *what = "pathPrefix";
+    s = string_field(o, "pathPrefix", POLICY_INJECT_PATH_MAX, why);
+    if (*why) {
+        return -EINVAL;
+    }
+    if (s) {
+        if (s[0] != '/') {
+            *why = "must start with \"/\"";
+            return -EINVAL;
+        }
+        for (const char *c = s; *c; c++) {
+            if ((unsigned char)*c <= 0x20 || *c == 0x7f || *c == '#') {
+                *why = "no spaces, controls or \"#\"";
+                return -EINVAL;
+            }
+        }
+        r->path_prefix = strdup(s);
+        if (!r->path_prefix) {
+            return -ENOMEM;
+        }
+    }
+
+    *what = "header";
+    s = string_field(o, "header", POLICY_INJECT_HEADER_MAX, why);
+    if (*why) {
+        return -EINVAL;
+    }
+    if (!s || *s == '\0') {
+        *why = "missing";
+        return -EINVAL;
+    }
+    for (const char *c = s; *c; c++) {
+        if (!tchar(*c)) {
+            *why = "not a valid header name (RFC 7230 token)";
+            return -EINVAL;
+        }
+    }
+    if (header_forbidden(s)) {
+        *why = "hop-by-hop, Host and framing headers cannot be injected";
+        return -EINVAL;
+    }
+    snprintf(r->header, sizeof(r->header), "%s", s);
+
+    *what = "value";
+    s = string_field(o, "value", POLICY_INJECT_VALUE_MAX, why);
+    if (*why) {
+        return -EINVAL;
+    }
+    if (!s) {
+        *why = "missing";
+        return -EINVAL;
+    }
+    r->value = strdup(s);
+    if (!r->value) {
+        return -ENOMEM;
+    }
+    k = parse_value(p, r, r->value, why);
+    if (k < 0) {
+        return k;
+    }
+
+    *what = "expiresAt";
+    s = string_field(o, "expiresAt", 64, why);
+    if (*why) {
+        return -EINVAL;
+    }
+    if (s) {
+        if (parse_rfc3339(s, &r->expires_usec) < 0) {
+            *why = "must be an RFC 3339 time (2026-12-03T00:00:00Z)";
+            return -EINVAL;
+        }
+        r->expires_text = strdup(s);
+        if (!r->expires_text) {
+            return -ENOMEM;
+        }
+    }
+
+    *what = "ratePerMinute";
+    v = json_object_get(o, "ratePerMinute");
+    if (v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > POLICY_INJECT_RATE_MAX) {
+            *why = "must be an integer from 1 to 1000000";
+            return -EINVAL;
+        }
+        r->rate = (unsigned)json_integer_value(v);
+    }
+
+    *what = "plainHttp";
+    v = json_object_get(o, "plainHttp");
+    if (v) {
+        if (!json_is_boolean(v)) {
+            *why = "must be a boolean";
+            return -EINVAL;
+        }
+        r->plain_http = json_is_true(v);
+    }
+    return 0;
+}
+
+static int parse_inject(const json_t *arr, struct policy *p, struct policy_error *err)
+{
+    size_t n;
+
+    if (!json_is_array(arr)) {
+        set_error(err, "inject: must be an array of rules");
+        return -EINVAL;
+    }
+    n = json_array_size(arr);
+    if (n > POLICY_INJECT_MAX) {
+        set_error(err, "inject: more than %d rules", POLICY_INJECT_MAX);
+        return -EINVAL;
+    }
+    p->inject = calloc(n ? n : 1, sizeof(*p->inject));
+    p->refs = calloc(POLICY_SECRETS_MAX, sizeof(*p->refs));
+    if (!p->inject || !p->refs) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *what = "", *why = "invalid rule";
+        int r = parse_rule(p, json_array_get(arr, i), &p->inject[i], &what, &why);
+
+        p->n_inject = i + 1; /* what parse_rule() allocated is freed with the policy */
+        if (r == -ENOMEM) {
+            return r;
+        }
+        if (r < 0) {
+            set_error(err, "inject[%zu]%s%.64s: %s", i, what[0] ? "." : "", what, why);
+            return r;
+        }
+    }
+    return 0;
+}
+
+static int parse_secrets(const json_t *o, struct policy *p, struct policy_error *err)
+{
+    const char *key;
+    json_t *v;
+    size_t i = 0;
+
+    if (!json_is_object(o)) {
+        set_error(err, "secrets: must be an object of sealed values");
+        return -EINVAL;
+    }
+    if (json_object_size(o) > POLICY_SECRETS_MAX) {
+        set_error(err, "secrets: more than %d entries", POLICY_SECRETS_MAX);
+        return -EINVAL;
+    }
+    p->secrets = calloc(json_object_size(o) + 1, sizeof(*p->secrets));
+    if (!p->secrets) {
+        return -ENOMEM;
+    }
+    p->has_secrets = true;
+    json_object_foreach ((json_t *)o, key, v) {
+        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+
+        if (!policy_secret_name_ok(key)) {
+            set_error(err, "secrets.%.64s: invalid name (NAME is [A-Za-z0-9_-]{1,64})", key);
+            return -EINVAL;
+        }
+        if (!s || strlen(s) != json_string_length(v) ||
+            strncmp(s, SEALED_SECRET_PREFIX, strlen(SEALED_SECRET_PREFIX)) != 0 ||
+            strlen(s) > SEALED_SECRET_MAX_SEALED) {
+            set_error(err, "secrets.%s: must be a sealed value (\"s1....\")", key);
+            return -EINVAL;
+        }
+        snprintf(p->secrets[i].name, sizeof(p->secrets[i].name), "%s", key);
+        p->secrets[i].sealed = strdup(s);
+        if (!p->secrets[i].sealed) {
+            return -ENOMEM;
+        }
+        p->n_secrets = ++i;
+    }
+    return 0;
+}
+
+/* May traffic to the rule's host leave at all? An allow entry covers it, or the internet
+ * default does (and no deny entry names it). The gateway's checks still run per request. */
+static bool rule_host_allowed(const struct policy *p, const struct entry *h)
+{
+    for (size_t i = 0; i < p->n_allow; i++) {
+        const struct entry *a = &p->allow[i];
+
+        if (h->kind == ENTRY_NAME && name_matches(a, h->name)) {
+            return true;
+        }
+        if (h->kind == ENTRY_WILDCARD && a->kind == ENTRY_WILDCARD) {
+            size_t n = strlen(h->name), s = strlen(a->name);
+
+            if (strcmp(h->name, a->name) == 0 ||
+                (n > s + 1 && h->name[n - s - 1] == '.' && strcmp(h->name + n - s, a->name) == 0)) {
+                return true;
+            }
+        }
+    }
+    if (!p->names_default) {
+        return false;
+    }
+    for (size_t i = 0; i < p->n_deny; i++) {
+        if (h->kind == ENTRY_NAME && name_matches(&p->deny[i], h->name)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Is b's suffix a (or below a), "x.test" vs "test"? */
+static bool suffix_within(const char *b, const char *a)
+{
+    size_t n = strlen(b), s = strlen(a);
+
+    return strcmp(a, b) == 0 || (n > s + 1 && b[n - s - 1] == '.' && strcmp(b + n - s, a) == 0);
+}
+
+/* Could one name match both entries (names and "*." wildcards)? */
+static bool entries_overlap(const struct entry *a, const struct entry *b)
+{
+    if (a->kind == ENTRY_NAME && b->kind == ENTRY_NAME) {
+        return strcmp(a->name, b->name) == 0;
+    }
+    if (a->kind == ENTRY_NAME) {
+        return name_matches(b, a->name);
+    }
+    if (b->kind == ENTRY_NAME) {
+        return name_matches(a, b->name);
+    }
+    return suffix_within(a->name, b->name) || suffix_within(b->name, a->name);
+}
+
+/* After every field: the rules' hosts against the lists, the references against the map. */
+static int check_inject(const struct policy *p, bool with_secrets, struct policy_error *err)
+{
+    for (size_t i = 0; i < p->n_inject; i++) {
+        const struct entry *h = &p->inject[i].host;
+
+        for (size_t k = 0; k < p->n_passthrough; k++) {
+            if (entries_overlap(h, &p->passthrough[k])) {
+                set_error(err,
+                          "inject[%zu].host: \"%s%s\" is also on the passthrough list, which "
+                          "is never terminated: nothing could be injected there",
+                          i, h->kind == ENTRY_WILDCARD ? "*." : "", h->name);
+                return -EINVAL;
+            }
+        }
+
+        if (!rule_host_allowed(p, h)) {
+            set_error(err, "inject[%zu].host: \"%s%s\" is not allowed by this policy (allow it)", i,
+                      h->kind == ENTRY_WILDCARD ? "*." : "", h->name);
+            return -EINVAL;
+        }
+    }
+    if (!with_secrets) {
+        return 0;
+    }
+    for (size_t i = 0; i < p->n_refs; i++) {
+        if (!policy_secret_sealed(p, p->refs[i])) {
+            set_error(err, "secret \"%s\": referenced by a rule but not in \"secrets\"",
+                      p->refs[i]);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+int policy_parse_native(const json_t *json, bool with_secrets, struct policy **ret,
+                        struct policy_error *err)
 {
     struct policy *p;
     const char *key;
@@ -555,6 +1147,16 @@ int policy_parse_native(const json_t *json, struct policy **ret, struct policy_e
                 p->has_deny = r >= 0;
             } else if (strcmp(key, "passthrough") == 0) {
                 r = parse_passthrough(v, p, err);
+            } else if (strcmp(key, "inject") == 0) {
+                r = parse_inject(v, p, err);
+            } else if (strcmp(key, "secrets") == 0) {
+                if (!with_secrets) {
+                    set_error(err,
+                              "secrets are not part of a policy; create them with /v1/secrets");
+                    r = -EINVAL;
+                } else {
+                    r = parse_secrets(v, p, err);
+                }
             } else {
                 set_error(err, "%.64s: unknown field", key);
                 r = -EINVAL;
@@ -564,11 +1166,14 @@ int policy_parse_native(const json_t *json, struct policy **ret, struct policy_e
             }
         }
     }
+    if (r >= 0) {
+        finish(p);
+        r = check_inject(p, with_secrets, err);
+    }
     if (r < 0) {
         policy_free(p);
         return r;
     }
-    finish(p);
     *ret = p;
     return 0;
 }
@@ -722,6 +1327,45 @@ json_t *policy_e2b_allow_internet(const struct policy *p)
     return p->internet_given < 0 ? json_null() : json_boolean(p->internet_given);
 }
 
+static json_t *render_inject(const struct policy *p)
+{
+    json_t *arr = json_array();
+
+    for (size_t i = 0; arr && i < p->n_inject; i++) {
+        const struct policy_inject *r = &p->inject[i];
+        json_t *o = json_object();
+
+        if (!o || json_array_append_new(arr, o) < 0 ||
+            json_object_set_new(o, "host", render_entry(&r->host)) < 0 ||
+            (r->method[0] && json_object_set_new(o, "method", json_string(r->method)) < 0) ||
+            (r->path_prefix &&
+             json_object_set_new(o, "pathPrefix", json_string(r->path_prefix)) < 0) ||
+            json_object_set_new(o, "header", json_string(r->header)) < 0 ||
+            json_object_set_new(o, "value", json_string(r->value)) < 0 ||
+            (r->expires_text &&
+             json_object_set_new(o, "expiresAt", json_string(r->expires_text)) < 0) ||
+            (r->rate && json_object_set_new(o, "ratePerMinute", json_integer(r->rate)) < 0) ||
+            (r->plain_http && json_object_set_new(o, "plainHttp", json_true()) < 0)) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+static json_t *render_secrets(const struct policy *p)
+{
+    json_t *o = json_object();
+
+    for (size_t i = 0; o && i < p->n_secrets; i++) {
+        if (json_object_set_new(o, p->secrets[i].name, json_string(p->secrets[i].sealed)) < 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
 json_t *policy_to_native(const struct policy *p)
 {
     json_t *o = json_object();
@@ -735,7 +1379,9 @@ json_t *policy_to_native(const struct policy *p)
         /* Only when set, so policies without it keep the canonical form they had. */
         (p->n_passthrough > 0 &&
          json_object_set_new(o, "passthrough", render_list(p->passthrough, p->n_passthrough)) <
-             0)) {
+             0) ||
+        (p->n_inject > 0 && json_object_set_new(o, "inject", render_inject(p)) < 0) ||
+        (p->has_secrets && json_object_set_new(o, "secrets", render_secrets(p)) < 0)) {
         json_decref(o);
         return NULL;
     }
@@ -917,4 +1563,109 @@ bool policy_tls_passthrough(const struct policy *p, const char *name)
         }
     }
     return false;
+}
+
+/* ---- injection rules, for the gateway ---- */
+
+size_t policy_inject_count(const struct policy *p)
+{
+    return p ? p->n_inject : 0;
+}
+
+const struct policy_inject *policy_inject_get(const struct policy *p, size_t i)
+{
+    return p && i < p->n_inject ? &p->inject[i] : NULL;
+}
+
+const char *policy_inject_header(const struct policy_inject *r)
+{
+    return r->header;
+}
+
+size_t policy_inject_parts(const struct policy_inject *r, const struct policy_inject_part **ret)
+{
+    *ret = r->parts;
+    return r->n_parts;
+}
+
+uint64_t policy_inject_expires_usec(const struct policy_inject *r)
+{
+    return r->expires_usec;
+}
+
+unsigned policy_inject_rate(const struct policy_inject *r)
+{
+    return r->rate;
+}
+
+bool policy_inject_plain_http(const struct policy_inject *r)
+{
+    return r->plain_http;
+}
+
+/* A path another parser could read differently from a plain prefix compare. */
+static bool path_ambiguous(const char *target)
+{
+    size_t n = strcspn(target, "?#");
+
+    for (size_t i = 0; i < n; i++) {
+        const char *c = target + i;
+
+        if (*c == '\\') {
+            return true;
+        }
+        if (*c == '%' && i + 2 < n) {
+            char a = c[1], b = (char)(c[2] | 0x20); /* hex digits: case does not matter */
+
+            if ((a == '2' && (b == 'e' || b == 'f')) || (a == '5' && b == 'c')) {
+                return true;
+            }
+        }
+        if (*c == '/' && c[1] == '.') {
+            size_t k = c[2] == '.' ? 3 : 2;
+
+            if (i + k == n || c[k] == '/') {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+bool policy_inject_matches(const struct policy_inject *r, const char *host, const char *method,
+                           const char *target)
+{
+    if (!r || !host || !method || !target || !name_matches(&r->host, host)) {
+        return false;
+    }
+    if (r->method[0] && strcmp(r->method, method) != 0) {
+        return false;
+    }
+    if (r->path_prefix) {
+        if (target[0] != '/' || path_ambiguous(target) ||
+            strncmp(target, r->path_prefix, strlen(r->path_prefix)) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+size_t policy_secret_ref_count(const struct policy *p)
+{
+    return p ? p->n_refs : 0;
+}
+
+const char *policy_secret_ref(const struct policy *p, size_t i)
+{
+    return p && i < p->n_refs ? p->refs[i] : NULL;
+}
+
+const char *policy_secret_sealed(const struct policy *p, const char *name)
+{
+    for (size_t i = 0; p && name && i < p->n_secrets; i++) {
+        if (strcmp(p->secrets[i].name, name) == 0) {
+            return p->secrets[i].sealed;
+        }
+    }
+    return NULL;
 }

@@ -125,13 +125,24 @@ struct policy_error {
 
 /*
  * Native API shape: {"internet": bool, "allow": [entry...], "deny": [entry...],
- * "passthrough": [name...]}, every field optional (default: deny everything),
- * unknown fields refused. "passthrough" takes host names and "*." wildcards
- * only (no addresses, no ports); see policy_tls_passthrough().
+ * "passthrough": [name...], "inject": [rule...], "secrets": {NAME: sealed}},
+ * every field optional (default: deny everything), unknown fields refused.
+ * "passthrough" takes host names and "*." wildcards only (no addresses, no
+ * ports); see policy_tls_passthrough(). "inject" and "secrets": see
+ * "Credential injection" below.
+ *
+ * with_secrets: whether a "secrets" map is accepted. space-gw and space-node
+ * (which carry the policy the api sent, secrets added) pass true: the map
+ * must then hold every NAME a rule references. The api, parsing what a user
+ * gave, passes false: a "secrets" field is refused ("secrets are not part of
+ * a policy; create them with /v1/secrets") and the names are left for the
+ * caller to look up (policy_secret_ref()).
+ *
  * json may be NULL (= {}). Returns 0 and a new policy, or -EINVAL with *err
  * filled (-ENOMEM on allocation failure).
  */
-int policy_parse_native(const json_t *json, struct policy **ret, struct policy_error *err);
+int policy_parse_native(const json_t *json, bool with_secrets, struct policy **ret,
+                        struct policy_error *err);
 
 /*
  * E2B shape. network: the create body's "network" object, or the whole
@@ -159,7 +170,8 @@ struct policy *policy_free(struct policy *p);
 json_t *policy_to_e2b_network(const struct policy *p);
 json_t *policy_e2b_allow_internet(const struct policy *p);
 /* Native: {"internet": bool, "allow": [...], "deny": [...]} in canonical form, plus
- * "passthrough": [...] when it is not empty; re-parses. */
+ * "passthrough": [...], "inject": [...] and "secrets": {...} when they are not
+ * empty; re-parses (with the same with_secrets). */
 json_t *policy_to_native(const struct policy *p);
 
 /*
@@ -207,3 +219,78 @@ bool policy_tls_passthrough(const struct policy *p, const char *name);
  * or -EINVAL.
  */
 int policy_normalize_name(const char *name, char *out);
+
+/*
+ * Credential injection (docs/architecture.md "Credentials"). A rule:
+ *
+ *   {"host": "api.example.test",      exact or "*.suffix" (as entries, no ports
+ *                                     or addresses); the policy must allow it
+ *                                     (an allow entry covers it, or the
+ *                                     internet default does), and no
+ *                                     passthrough entry may overlap it
+ *    "method": "GET",                 optional: exact, uppercase token, <= 16
+ *    "pathPrefix": "/v1/",            optional: starts with "/", <= 1024, no
+ *                                     spaces, controls, "#"
+ *    "header": "Authorization",       RFC 7230 token <= 64; not hop-by-hop,
+ *                                     Host, Content-Length, Transfer-Encoding
+ *    "value": "Bearer {{secret:gh}}", literal text and references
+ *                                     {{secret:NAME}} or ${e2b.secrets.NAME};
+ *                                     no controls but HTAB; <= 4096 bytes
+ *    "expiresAt": "2026-12-03T00:00:00Z",  optional RFC 3339
+ *    "ratePerMinute": 60,             optional, 1..1000000
+ *    "plainHttp": false}              optional opt-in to plain HTTP
+ *
+ * NAME is [A-Za-z0-9_-]{1,64}; at most POLICY_INJECT_MAX rules. "secrets" is
+ * {NAME: "s1...."} (sealed-secret.h; only on the node -> gw wire). A text
+ * that starts like a reference but is not a valid one ("{{secret:}}",
+ * "${e2b.secrets.a b}") is refused, so what is literal is never in doubt.
+ * The gateway expands references only in a rule's value, never in anything
+ * the guest sent.
+ */
+#define POLICY_INJECT_MAX 64
+#define POLICY_INJECT_HEADER_MAX 64
+#define POLICY_INJECT_VALUE_MAX 4096
+#define POLICY_INJECT_PATH_MAX 1024
+#define POLICY_INJECT_METHOD_MAX 16
+#define POLICY_INJECT_RATE_MAX 1000000
+#define POLICY_SECRET_NAME_MAX 64
+#define POLICY_SECRETS_MAX 64 /* entries in a "secrets" map */
+
+/* One piece of a rule's value: literal text, or a secret's name. */
+struct policy_inject_part {
+    bool secret;
+    const char *text; /* borrowed from the policy; a name is NUL-terminated */
+    size_t len;
+};
+
+struct policy_inject;
+
+size_t policy_inject_count(const struct policy *p);
+const struct policy_inject *policy_inject_get(const struct policy *p, size_t i);
+
+/* The rule's header name as written (case kept), its value's parts, and its
+ * limits: expires_at in realtime microseconds (0 = never), per_minute (0 = none). */
+const char *policy_inject_header(const struct policy_inject *r);
+size_t policy_inject_parts(const struct policy_inject *r, const struct policy_inject_part **ret);
+uint64_t policy_inject_expires_usec(const struct policy_inject *r);
+unsigned policy_inject_rate(const struct policy_inject *r);
+bool policy_inject_plain_http(const struct policy_inject *r);
+
+/*
+ * Does the rule cover a request for host (normalised, policy_normalize_name())
+ * with this method and request target (origin-form, "/path?query")? A target
+ * that is not origin-form, or whose path holds a dot segment, a backslash or
+ * a percent-encoded '.', '/' or '\', never matches a rule with a pathPrefix:
+ * the upstream could read it as another path than the prefix check did.
+ * Expiry and rate are the caller's (they need the clock and state).
+ */
+bool policy_inject_matches(const struct policy_inject *r, const char *host, const char *method,
+                           const char *target);
+
+/* The distinct secret names the rules reference, in first-use order. */
+size_t policy_secret_ref_count(const struct policy *p);
+const char *policy_secret_ref(const struct policy *p, size_t i);
+/* The sealed value of name in the "secrets" map, or NULL. */
+const char *policy_secret_sealed(const struct policy *p, const char *name);
+/* Is s a valid secret NAME? */
+bool policy_secret_name_ok(const char *s);

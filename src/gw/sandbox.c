@@ -15,6 +15,7 @@
 #include "gw/control.h"
 #include "gw/dns-proxy.h"
 #include "gw/gateway.h"
+#include "gw/inject.h"
 #include "gw/resolved.h"
 
 struct sandbox *sandbox_find(struct gw *gw, const char *iid)
@@ -43,6 +44,7 @@ static void sandbox_free(struct sandbox *sb)
     dns_proxy_free(sb->dns);
     gateway_free(sb->gateway);
     resolved_free(sb->resolved);
+    inject_free(sb->inject);
     policy_free(sb->policy);
     free(sb);
 }
@@ -111,6 +113,7 @@ static void sandbox_close(struct sandbox *sb, bool all)
     sb->dns = dns_proxy_free(sb->dns);
     if (all) {
         gateway_close_all(sb->gateway);
+        sb->inject = inject_free(sb->inject); /* no request of it goes out any more */
     } else {
         gateway_stop_listening(sb->gateway);
     }
@@ -121,8 +124,19 @@ int sandbox_attach(struct gw *gw, const char *iid, const char *sandbox_id, struc
                    int dns_fd, int tcp_fd, char *err)
 {
     struct sandbox *sb = sandbox_find(gw, iid);
+    struct inject *inj = NULL;
     int r;
 
+    /* The secrets first: a policy that cannot be applied whole is not applied at all. */
+    r = inject_new(gw->secrets_key, *policy, &inj, err, CONTROL_ERROR_MAX);
+    if (r < 0) {
+        close_safe(dns_fd);
+        close_safe(tcp_fd);
+        if (r == -ENOMEM) {
+            snprintf(err, CONTROL_ERROR_MAX, "out of memory");
+        }
+        return r;
+    }
     if (sb && strcmp(sb->id, sandbox_id) != 0) {
         sb->orphaned = 0;
         /* The instance now serves another sandbox: nothing of the old one may carry over
@@ -138,6 +152,7 @@ int sandbox_attach(struct gw *gw, const char *iid, const char *sandbox_id, struc
     if (!sb) {
         r = sandbox_new(gw, iid, sandbox_id, &sb);
         if (r < 0) {
+            inject_free(inj);
             close_safe(dns_fd);
             close_safe(tcp_fd);
             snprintf(err, CONTROL_ERROR_MAX, "%s",
@@ -150,31 +165,48 @@ int sandbox_attach(struct gw *gw, const char *iid, const char *sandbox_id, struc
     if (r < 0) {
         close_safe(tcp_fd);
         snprintf(err, CONTROL_ERROR_MAX, "cannot start the DNS proxy: %s", strerror(-r));
+        inject_free(inj);
         sandbox_close(sb, true);
         return r;
     }
     r = gateway_listen(sb->gateway, tcp_fd);
     if (r < 0) {
         snprintf(err, CONTROL_ERROR_MAX, "cannot accept on the gateway socket: %s", strerror(-r));
+        inject_free(inj);
         sandbox_close(sb, true);
         return r;
     }
     policy_free(sb->policy);
     sb->policy = TAKE_PTR(*policy);
+    inject_free(sb->inject); /* wiped */
+    sb->inject = inj;
     sb->orphaned = 0;
     log_sandbox_info(sb->id, "attached instance %s", sb->iid);
     return 0;
 }
 
-int sandbox_set_policy(struct gw *gw, const char *iid, struct policy **policy)
+int sandbox_set_policy(struct gw *gw, const char *iid, struct policy **policy, char *err)
 {
     struct sandbox *sb = sandbox_find(gw, iid);
+    struct inject *inj = NULL;
+    int r;
 
     if (!sb || !sb->dns) {
+        snprintf(err, CONTROL_ERROR_MAX, "instance not attached");
         return -ENOENT;
+    }
+    r = inject_new(gw->secrets_key, *policy, &inj, err, CONTROL_ERROR_MAX);
+    if (r < 0) {
+        if (r == -ENOMEM) {
+            snprintf(err, CONTROL_ERROR_MAX, "out of memory");
+        }
+        log_sandbox_warning(sb->id, "policy refused, the old one stays: %s", err);
+        return r;
     }
     policy_free(sb->policy);
     sb->policy = TAKE_PTR(*policy);
+    inject_free(sb->inject); /* wiped: a rotated value is gone from memory here */
+    sb->inject = inj;
     log_sandbox_info(sb->id, "policy replaced");
     return 0;
 }

@@ -30,7 +30,9 @@ struct event_base;
 struct audit;
 struct control;
 struct dns_proxy;
+struct evp_pkey_st;
 struct gateway;
+struct inject;
 struct resolved;
 struct tls_term;
 
@@ -49,8 +51,9 @@ struct gw {
     struct gw_limits limits;
     struct audit *audit;
     struct control *control;
-    struct tls_term *tls; /* NULL until TLS termination is wired */
-    char *ca_pem;         /* the egress CA certificate (hello reply) */
+    struct tls_term *tls;            /* NULL until TLS termination is wired */
+    char *ca_pem;                    /* the egress CA certificate (hello reply) */
+    struct evp_pkey_st *secrets_key; /* opens sealed secrets (sealed-secret.h); NULL: none */
     struct sandbox *sandboxes;
     size_t n_sandboxes;
     unsigned n_conns, max_conns; /* over all sandboxes: bounded by RLIMIT_NOFILE */
@@ -62,6 +65,7 @@ struct sandbox {
     char iid[CONTROL_INSTANCE_MAX + 1];
     char id[SANDBOX_ID_LEN + 1];
     struct policy *policy;
+    struct inject *inject; /* policy's opened secrets (inject.h); NULL when it has none */
     struct resolved *resolved;
     struct dns_proxy *dns;   /* NULL when not attached */
     usec_t orphaned;         /* when a new node session took its descriptors; 0 otherwise */
@@ -72,14 +76,18 @@ struct sandbox *sandbox_find(struct gw *gw, const char *iid);
 
 /*
  * Attaches (or re-attaches) instance iid: takes ownership of *policy (set
- * to NULL), dns_fd and tcp_fd (closed on failure too). Returns 0 or
- * -errno with err (CONTROL_ERROR_MAX) filled.
+ * to NULL), dns_fd and tcp_fd (closed on failure too). The policy's sealed
+ * secrets are opened first (inject_new()): one that does not open refuses
+ * the whole attach, nothing changed. Returns 0 or -errno with err
+ * (CONTROL_ERROR_MAX) filled.
  */
 int sandbox_attach(struct gw *gw, const char *iid, const char *sandbox_id, struct policy **policy,
                    int dns_fd, int tcp_fd, char *err);
 
-/* Replaces the policy (stolen). -ENOENT when iid is not attached. */
-int sandbox_set_policy(struct gw *gw, const char *iid, struct policy **policy);
+/* Replaces the policy (stolen, also on failure) and its opened secrets, the old ones wiped.
+ * -ENOENT when iid is not attached; a secret that does not open refuses it (the old policy
+ * stays). err (CONTROL_ERROR_MAX) says why. */
+int sandbox_set_policy(struct gw *gw, const char *iid, struct policy **policy, char *err);
 
 /* Closes the descriptors and every connection. -ENOENT when unknown. */
 int sandbox_detach(struct gw *gw, const char *iid);

@@ -27,7 +27,7 @@ static void make_policy(const char *json)
 
     policy_free(fx.policy);
     fx.policy = NULL;
-    assert_int_equal(policy_parse_native(j, &fx.policy, &err), 0);
+    assert_int_equal(policy_parse_native(j, true, &fx.policy, &err), 0);
     json_decref(j);
 }
 

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "basic/macro.h"
+#include "basic/strbuf.h"
 #include "gw/policy.h"
 
 static const struct policy_env env_internet = { .ceiling = POLICY_CEILING_INTERNET };
@@ -24,7 +25,7 @@ static struct policy *native(const char *text)
     int r;
 
     assert_non_null(j);
-    r = policy_parse_native(j, &p, &err);
+    r = policy_parse_native(j, true, &p, &err);
     if (r < 0) {
         fail_msg("unexpected error for %s: %s", text, err.message);
     }
@@ -81,7 +82,7 @@ static void test_native_default_deny(void **state)
 
     assert_int_equal(policy_check_name(p, &env_internet, "example.com", 0), POLICY_DENY_DEFAULT);
     policy_free(p);
-    assert_int_equal(policy_parse_native(NULL, &p, NULL), 0);
+    assert_int_equal(policy_parse_native(NULL, true, &p, NULL), 0);
     assert_int_equal(policy_check_name(p, &env_internet, "example.com", 443), POLICY_DENY_DEFAULT);
     assert_int_equal(policy_env_set_test_net(&test, "198.18.0.0/15"), 0);
     assert_int_equal(addr(p, &test, "198.18.0.1", 80), POLICY_DENY_DEFAULT);
@@ -356,7 +357,7 @@ static void expect_native_error(const char *text, const char *message)
     struct policy_error err = {};
 
     assert_non_null(j);
-    assert_int_equal(policy_parse_native(j, &p, &err), -EINVAL);
+    assert_int_equal(policy_parse_native(j, true, &p, &err), -EINVAL);
     assert_null(p);
     assert_string_equal(err.message, message);
     json_decref(j);
@@ -483,10 +484,10 @@ static void test_too_many(void **state)
         json_array_append_new(arr, json_string("a.test"));
     }
     o = json_pack("{s:o}", "allow", arr);
-    assert_int_equal(policy_parse_native(o, &p, &err), -EINVAL);
+    assert_int_equal(policy_parse_native(o, true, &p, &err), -EINVAL);
     assert_string_equal(err.message, "allow: more than 256 entries");
     json_array_remove(arr, 0);
-    assert_int_equal(policy_parse_native(o, &p, &err), 0);
+    assert_int_equal(policy_parse_native(o, true, &p, &err), 0);
     policy_free(p);
     json_decref(o);
 }
@@ -547,7 +548,7 @@ static void test_render(void **state)
                            "\"a.test:80,8000-8100\",\"2001:db8::/32\",\"[2001:db8::1]:443\"],"
                            "\"deny\":[\"0.0.0.0/0\"],\"internet\":false}");
     free(s);
-    assert_int_equal(policy_parse_native(nat, &p2, &err), 0);
+    assert_int_equal(policy_parse_native(nat, true, &p2, &err), 0);
     again = policy_to_native(p2);
     assert_true(json_equal(nat, again));
     json_decref(again);
@@ -597,7 +598,7 @@ static void test_passthrough(void **state)
                               "\"internet\":false,\"passthrough\":[\"pin.test\",\"*.pinned.test\","
                               "\"off.test\"]}");
     free(text);
-    assert_int_equal(policy_parse_native(j, &q, NULL), 0);
+    assert_int_equal(policy_parse_native(j, true, &q, NULL), 0);
     assert_true(policy_tls_passthrough(q, "x.pinned.test"));
     json_decref(j);
     policy_free(q);
@@ -649,6 +650,332 @@ static void test_normalize(void **state)
     assert_int_equal(policy_normalize_name(NULL, out), -EINVAL);
 }
 
+/* ---- credential injection ---- */
+
+#define SEALED "\"s1.AAAA\""
+#define ALLOW_API "\"allow\": [\"api.example.test\", \"*.cdn.test\"]"
+
+static void test_inject_parse(void **state)
+{
+    struct policy *p =
+        native("{" ALLOW_API ", \"inject\": ["
+               "{\"host\": \"API.example.test.\", \"method\": \"GET\","
+               " \"pathPrefix\": \"/v1/\", \"header\": \"Authorization\","
+               " \"value\": \"Bearer {{secret:gh}}\","
+               " \"expiresAt\": \"2026-12-03T00:00:00Z\", \"ratePerMinute\": 60,"
+               " \"plainHttp\": true},"
+               "{\"host\": \"*.a.cdn.test\", \"header\": \"X-Key\","
+               " \"value\": \"${e2b.secrets.k_2}:{{secret:gh}}-lit\"}],"
+               " \"secrets\": {\"gh\": " SEALED ", \"k_2\": " SEALED ", \"unused\": " SEALED "}}");
+    const struct policy_inject_part *parts;
+    const struct policy_inject *r;
+
+    assert_int_equal(policy_inject_count(p), 2);
+    r = policy_inject_get(p, 0);
+    assert_string_equal(policy_inject_header(r), "Authorization");
+    assert_int_equal(policy_inject_parts(r, &parts), 2);
+    assert_false(parts[0].secret);
+    assert_int_equal(parts[0].len, 7);
+    assert_memory_equal(parts[0].text, "Bearer ", 7);
+    assert_true(parts[1].secret);
+    assert_string_equal(parts[1].text, "gh");
+    assert_int_equal(policy_inject_expires_usec(r), 1796256000ull * 1000000);
+    assert_int_equal(policy_inject_rate(r), 60);
+    assert_true(policy_inject_plain_http(r));
+
+    r = policy_inject_get(p, 1);
+    assert_int_equal(policy_inject_parts(r, &parts), 4);
+    assert_string_equal(parts[0].text, "k_2");
+    assert_true(parts[0].secret);
+    assert_memory_equal(parts[1].text, ":", 1);
+    assert_string_equal(parts[2].text, "gh");
+    assert_int_equal(parts[3].len, 4);
+    assert_int_equal(policy_inject_expires_usec(r), 0);
+    assert_int_equal(policy_inject_rate(r), 0);
+    assert_false(policy_inject_plain_http(r));
+    assert_null(policy_inject_get(p, 2));
+
+    assert_int_equal(policy_secret_ref_count(p), 2);
+    assert_string_equal(policy_secret_ref(p, 0), "gh");
+    assert_string_equal(policy_secret_ref(p, 1), "k_2");
+    assert_null(policy_secret_ref(p, 2));
+    assert_string_equal(policy_secret_sealed(p, "gh"), "s1.AAAA");
+    assert_string_equal(policy_secret_sealed(p, "unused"), "s1.AAAA");
+    assert_null(policy_secret_sealed(p, "GH"));
+
+    /* Renders back (host normalised, fields as given) and re-parses to the same. */
+    json_t *j = policy_to_native(p), *again;
+    char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_non_null(strstr(text, "{\"expiresAt\":\"2026-12-03T00:00:00Z\",\"header\":"
+                                 "\"Authorization\",\"host\":\"api.example.test\",\"method\":"
+                                 "\"GET\",\"pathPrefix\":\"/v1/\",\"plainHttp\":true,"
+                                 "\"ratePerMinute\":60,\"value\":\"Bearer {{secret:gh}}\"}"));
+    assert_non_null(strstr(text, "\"secrets\":{\"gh\":\"s1.AAAA\""));
+    struct policy *q = NULL;
+    assert_int_equal(policy_parse_native(j, true, &q, NULL), 0);
+    again = policy_to_native(q);
+    assert_true(json_equal(j, again));
+    json_decref(again);
+    json_decref(j);
+    free(text);
+    policy_free(q);
+    policy_free(p);
+
+    /* No rules: no "inject" in the rendering; the internet default covers any host. */
+    p = native("{\"internet\": true, \"inject\": [{\"host\": \"*.any.test\", \"header\": \"X-A\","
+               " \"value\": \"literal only\"}]}");
+    assert_int_equal(policy_secret_ref_count(p), 0);
+    policy_free(p);
+    p = native("{\"allow\": [\"a.test\"], \"inject\": []}");
+    j = policy_to_native(p);
+    assert_null(json_object_get(j, "inject"));
+    assert_null(json_object_get(j, "secrets"));
+    json_decref(j);
+    policy_free(p);
+}
+
+static void test_inject_secrets_flag(void **state)
+{
+    json_t *j = json_loads("{" ALLOW_API ", \"inject\": [{\"host\": \"api.example.test\","
+                           " \"header\": \"Authorization\", \"value\": \"{{secret:gh}}\"}]}",
+                           0, NULL);
+    struct policy *p = NULL;
+    struct policy_error err = {};
+
+    /* The api: no map, the names are its to look up. */
+    assert_int_equal(policy_parse_native(j, false, &p, &err), 0);
+    assert_int_equal(policy_secret_ref_count(p), 1);
+    assert_string_equal(policy_secret_ref(p, 0), "gh");
+    p = policy_free(p);
+    /* The gateway: the map must cover every name. */
+    assert_int_equal(policy_parse_native(j, true, &p, &err), -EINVAL);
+    assert_string_equal(err.message, "secret \"gh\": referenced by a rule but not in \"secrets\"");
+    json_object_set_new(j, "secrets", json_pack("{s:s}", "other", "s1.AAAA"));
+    assert_int_equal(policy_parse_native(j, true, &p, &err), -EINVAL);
+    assert_string_equal(err.message, "secret \"gh\": referenced by a rule but not in \"secrets\"");
+    /* And the api refuses a map from the user. */
+    json_object_set_new(j, "secrets", json_pack("{s:s}", "gh", "s1.AAAA"));
+    assert_int_equal(policy_parse_native(j, false, &p, &err), -EINVAL);
+    assert_string_equal(err.message,
+                        "secrets are not part of a policy; create them with /v1/secrets");
+    assert_int_equal(policy_parse_native(j, true, &p, &err), 0);
+    policy_free(p);
+    json_decref(j);
+}
+
+#define RULE(extra) "{" ALLOW_API ", \"inject\": [{\"host\": \"api.example.test\", " extra "}]}"
+#define HV "\"header\": \"Authorization\", \"value\": \"x\""
+
+static void test_inject_errors(void **state)
+{
+    expect_native_error("{\"inject\": {}}", "inject: must be an array of rules");
+    expect_native_error("{\"inject\": [1]}", "inject[0]: must be an object");
+    expect_native_error(RULE(HV ", \"bogus\": 1"), "inject[0].bogus: unknown field");
+    expect_native_error("{" ALLOW_API ", \"inject\": [{" HV "}]}", "inject[0].host: missing");
+    expect_native_error("{" ALLOW_API ", \"inject\": [{\"host\": \"a..b\", " HV "}]}",
+                        "inject[0].host: empty label in host name");
+    expect_native_error("{" ALLOW_API ", \"inject\": [{\"host\": \"198.18.0.1\", " HV "}]}",
+                        "inject[0].host: must be a host name or a \"*.\" wildcard, without a port");
+    expect_native_error("{" ALLOW_API ", \"inject\": [{\"host\": \"api.example.test:443\", " HV
+                        "}]}",
+                        "inject[0].host: must be a host name or a \"*.\" wildcard, without a port");
+    expect_native_error("{" ALLOW_API ", \"inject\": [{\"host\": 7, " HV "}]}",
+                        "inject[0].host: must be a string without NUL bytes");
+    expect_native_error("{" ALLOW_API ", \"inject\": [{\"host\": \"other.test\", " HV "}]}",
+                        "inject[0].host: \"other.test\" is not allowed by this policy (allow it)");
+    expect_native_error("{" ALLOW_API ", \"inject\": [{\"host\": \"*.example.test\", " HV "}]}",
+                        "inject[0].host: \"*.example.test\" is not allowed by this policy "
+                        "(allow it)");
+    expect_native_error("{\"internet\": true, \"deny\": [\"x.test\"], \"inject\": [{\"host\": "
+                        "\"x.test\", " HV "}]}",
+                        "inject[0].host: \"x.test\" is not allowed by this policy (allow it)");
+    expect_native_error("{" ALLOW_API ", \"passthrough\": [\"*.example.test\"], \"inject\": "
+                        "[{\"host\": \"api.example.test\", " HV "}]}",
+                        "inject[0].host: \"api.example.test\" is also on the passthrough list, "
+                        "which is never terminated: nothing could be injected there");
+    expect_native_error("{" ALLOW_API ", \"passthrough\": [\"x.a.cdn.test\"], \"inject\": "
+                        "[{\"host\": \"*.cdn.test\", " HV "}]}",
+                        "inject[0].host: \"*.cdn.test\" is also on the passthrough list, "
+                        "which is never terminated: nothing could be injected there");
+    expect_native_error("{" ALLOW_API ", \"passthrough\": [\"*.test\"], \"inject\": "
+                        "[{\"host\": \"*.cdn.test\", " HV "}]}",
+                        "inject[0].host: \"*.cdn.test\" is also on the passthrough list, "
+                        "which is never terminated: nothing could be injected there");
+    struct policy *ok =
+        native("{" ALLOW_API ", \"passthrough\": [\"pin.example.test\", "
+               "\"*.other.test\"], \"inject\": [{\"host\": "
+               "\"api.example.test\", " HV "}, {\"host\": \"*.cdn.test\", " HV "}]}");
+    policy_free(ok);
+    expect_native_error(RULE(HV ", \"method\": \"get\""),
+                        "inject[0].method: must be an uppercase token (GET, POST, ...)");
+    expect_native_error(RULE(HV ", \"method\": \"G T\""),
+                        "inject[0].method: must be an uppercase token (GET, POST, ...)");
+    expect_native_error(RULE(HV ", \"method\": \"\""), "inject[0].method: empty");
+    expect_native_error(RULE(HV ", \"method\": \"ABCDEFGHIJKLMNOPQ\""),
+                        "inject[0].method: too long");
+    expect_native_error(RULE(HV ", \"pathPrefix\": \"v1/\""),
+                        "inject[0].pathPrefix: must start with \"/\"");
+    expect_native_error(RULE(HV ", \"pathPrefix\": \"/a b\""),
+                        "inject[0].pathPrefix: no spaces, controls or \"#\"");
+    expect_native_error(RULE(HV ", \"pathPrefix\": \"/a#b\""),
+                        "inject[0].pathPrefix: no spaces, controls or \"#\"");
+    expect_native_error(RULE("\"value\": \"x\""), "inject[0].header: missing");
+    expect_native_error(RULE("\"header\": \"\", \"value\": \"x\""), "inject[0].header: missing");
+    expect_native_error(RULE("\"header\": \"X Y\", \"value\": \"x\""),
+                        "inject[0].header: not a valid header name (RFC 7230 token)");
+    expect_native_error(RULE("\"header\": \"X:Y\", \"value\": \"x\""),
+                        "inject[0].header: not a valid header name (RFC 7230 token)");
+    expect_native_error(
+        RULE("\"header\": \"X-Aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+             "aaaaaaaaaaaaa\", \"value\": \"x\""),
+        "inject[0].header: too long");
+    static const char *const hop[] = { "Connection",       "keep-alive",
+                                       "Proxy-Connection", "TE",
+                                       "Trailer",          "Transfer-Encoding",
+                                       "Upgrade",          "HOST",
+                                       "Content-Length",   "Proxy-Authenticate" };
+    for (size_t i = 0; i < ARRAY_SIZE(hop); i++) {
+        char text[512];
+        snprintf(text, sizeof(text), RULE("\"header\": \"%s\", \"value\": \"x\""), hop[i]);
+        expect_native_error(text,
+                            "inject[0].header: hop-by-hop, Host and framing headers cannot be "
+                            "injected");
+    }
+    expect_native_error(RULE("\"header\": \"A\""), "inject[0].value: missing");
+    expect_native_error(RULE("\"header\": \"A\", \"value\": \"a\\r\\nX-Evil: 1\""),
+                        "inject[0].value: control character (CR, LF, ...) in value");
+    expect_native_error(RULE("\"header\": \"A\", \"value\": \"a\\nb\""),
+                        "inject[0].value: control character (CR, LF, ...) in value");
+    expect_native_error(RULE("\"header\": \"A\", \"value\": \"a\\u0000b\""),
+                        "inject[0].value: must be a string without NUL bytes");
+    expect_native_error(RULE("\"header\": \"A\", \"value\": \"a\\u007fb\""),
+                        "inject[0].value: control character (CR, LF, ...) in value");
+    static const char *const refs[] = { "{{secret:}}",       "{{secret:a b}}",  "{{secret:gh",
+                                        "{{secret:a.b}}",    "${e2b.secrets.}", "${e2b.secrets.x",
+                                        "${e2b.secrets.a/b}" };
+    for (size_t i = 0; i < ARRAY_SIZE(refs); i++) {
+        char text[512];
+        snprintf(text, sizeof(text), RULE("\"header\": \"A\", \"value\": \"Bearer %s\""), refs[i]);
+        expect_native_error(text, "inject[0].value: invalid secret reference (NAME is "
+                                  "[A-Za-z0-9_-]{1,64})");
+    }
+    expect_native_error(RULE(HV ", \"expiresAt\": \"tomorrow\""),
+                        "inject[0].expiresAt: must be an RFC 3339 time (2026-12-03T00:00:00Z)");
+    expect_native_error(RULE(HV ", \"expiresAt\": \"2026-02-29T00:00:00Z\""),
+                        "inject[0].expiresAt: must be an RFC 3339 time (2026-12-03T00:00:00Z)");
+    expect_native_error(RULE(HV ", \"expiresAt\": \"2026-12-03T00:00:00\""),
+                        "inject[0].expiresAt: must be an RFC 3339 time (2026-12-03T00:00:00Z)");
+    expect_native_error(RULE(HV ", \"expiresAt\": \"2026-12-03T24:00:00Z\""),
+                        "inject[0].expiresAt: must be an RFC 3339 time (2026-12-03T00:00:00Z)");
+    expect_native_error(RULE(HV ", \"ratePerMinute\": 0"),
+                        "inject[0].ratePerMinute: must be an integer from 1 to 1000000");
+    expect_native_error(RULE(HV ", \"ratePerMinute\": 1.5"),
+                        "inject[0].ratePerMinute: must be an integer from 1 to 1000000");
+    expect_native_error(RULE(HV ", \"ratePerMinute\": 1000001"),
+                        "inject[0].ratePerMinute: must be an integer from 1 to 1000000");
+    expect_native_error(RULE(HV ", \"plainHttp\": 1"), "inject[0].plainHttp: must be a boolean");
+    expect_native_error(RULE(HV "}, {\"host\": \"api.example.test\", \"value\": \"y\""),
+                        "inject[1].header: missing");
+    expect_native_error("{\"secrets\": []}", "secrets: must be an object of sealed values");
+    expect_native_error("{\"secrets\": {\"a b\": " SEALED "}}",
+                        "secrets.a b: invalid name (NAME is [A-Za-z0-9_-]{1,64})");
+    expect_native_error("{\"secrets\": {\"gh\": \"plaintext\"}}",
+                        "secrets.gh: must be a sealed value (\"s1....\")");
+    expect_native_error("{\"secrets\": {\"gh\": 5}}",
+                        "secrets.gh: must be a sealed value (\"s1....\")");
+
+    /* Bounds: 64 rules, 4096-byte values, 64 distinct names. */
+    json_t *rules = json_array(), *o;
+    struct policy *p = NULL;
+    struct policy_error err = {};
+    for (int i = 0; i <= POLICY_INJECT_MAX; i++) {
+        json_array_append_new(rules, json_pack("{s:s, s:s, s:s}", "host", "api.example.test",
+                                               "header", "A", "value", "v"));
+    }
+    o = json_pack("{s:[s], s:o}", "allow", "api.example.test", "inject", rules);
+    assert_int_equal(policy_parse_native(o, true, &p, &err), -EINVAL);
+    assert_string_equal(err.message, "inject: more than 64 rules");
+    json_array_remove(rules, 0);
+    assert_int_equal(policy_parse_native(o, true, &p, &err), 0);
+    p = policy_free(p);
+
+    char value[POLICY_INJECT_VALUE_MAX + 2];
+    memset(value, 'v', sizeof(value));
+    value[POLICY_INJECT_VALUE_MAX + 1] = 0;
+    json_object_set_new(json_array_get(rules, 0), "value", json_string(value));
+    assert_int_equal(policy_parse_native(o, true, &p, &err), -EINVAL);
+    assert_string_equal(err.message, "inject[0].value: too long");
+    value[POLICY_INJECT_VALUE_MAX] = 0;
+    json_object_set_new(json_array_get(rules, 0), "value", json_string(value));
+    assert_int_equal(policy_parse_native(o, false, &p, &err), 0);
+    p = policy_free(p);
+
+    struct strbuf sb = STRBUF_INIT;
+    for (int i = 0; i <= POLICY_SECRETS_MAX; i++) {
+        strbuf_appendf(&sb, "{{secret:n%d}}", i);
+    }
+    json_object_set_new(json_array_get(rules, 0), "value", json_string(sb.buf));
+    assert_int_equal(policy_parse_native(o, false, &p, &err), -EINVAL);
+    assert_string_equal(err.message, "inject[0].value: more than 64 distinct secrets");
+    strbuf_release(&sb);
+    json_decref(o);
+}
+
+static void test_inject_matches(void **state)
+{
+    struct policy *p = native("{" ALLOW_API ", \"inject\": ["
+                              "{\"host\": \"api.example.test\", \"method\": \"POST\","
+                              " \"pathPrefix\": \"/v1/\", \"header\": \"A\", \"value\": \"x\"},"
+                              "{\"host\": \"*.cdn.test\", \"header\": \"B\", \"value\": \"y\"}]}");
+    const struct policy_inject *a = policy_inject_get(p, 0), *b = policy_inject_get(p, 1);
+
+    assert_true(policy_inject_matches(a, "api.example.test", "POST", "/v1/x?q=1"));
+    assert_true(policy_inject_matches(a, "api.example.test", "POST", "/v1/"));
+    assert_false(policy_inject_matches(a, "api.example.test", "GET", "/v1/x"));
+    assert_false(policy_inject_matches(a, "api.example.test", "post", "/v1/x"));
+    assert_false(policy_inject_matches(a, "api.example.test", "POST", "/v2/x"));
+    assert_false(policy_inject_matches(a, "api.example.test", "POST", "/v1"));
+    assert_false(policy_inject_matches(a, "x.api.example.test", "POST", "/v1/x"));
+    assert_false(policy_inject_matches(a, "api.example.tes", "POST", "/v1/x"));
+    /* Paths another parser could read as outside the prefix. */
+    static const char *const tricky[] = { "/v1/../admin",
+                                          "/v1/..",
+                                          "/v1/./x",
+                                          "/v1/%2e%2e/admin",
+                                          "/v1/%2E./x",
+                                          "/v1/a%2Fb",
+                                          "/v1/a%5cb",
+                                          "/v1/a\\b",
+                                          "https://api.example.test/v1/",
+                                          "*" };
+    for (size_t i = 0; i < ARRAY_SIZE(tricky); i++) {
+        assert_false(policy_inject_matches(a, "api.example.test", "POST", tricky[i]));
+    }
+    /* Dots that are not segments, and oddities after the query, are fine. */
+    assert_true(policy_inject_matches(a, "api.example.test", "POST", "/v1/a.b/..c/.d"));
+    assert_true(policy_inject_matches(a, "api.example.test", "POST", "/v1/x?next=/../%2e"));
+    /* No method or path: any. The wildcard covers names below the suffix only. */
+    assert_true(policy_inject_matches(b, "a.cdn.test", "DELETE", "*"));
+    assert_true(policy_inject_matches(b, "a.b.cdn.test", "GET", "/../x"));
+    assert_false(policy_inject_matches(b, "cdn.test", "GET", "/"));
+    assert_false(policy_inject_matches(NULL, "cdn.test", "GET", "/"));
+    policy_free(p);
+}
+
+static void test_rfc3339_offsets(void **state)
+{
+    struct policy *p = native(
+        "{" ALLOW_API ", \"inject\": ["
+        "{\"host\": \"api.example.test\", " HV ", \"expiresAt\": \"2026-12-03T01:30:00+01:30\"},"
+        "{\"host\": \"api.example.test\", " HV ", \"expiresAt\": \"2026-12-02t23:00:00.123z\"},"
+        "{\"host\": \"api.example.test\", " HV ", \"expiresAt\": \"2024-02-29T00:00:00-00:00\"}]}");
+    assert_int_equal(policy_inject_expires_usec(policy_inject_get(p, 0)), 1796256000ull * 1000000);
+    assert_int_equal(policy_inject_expires_usec(policy_inject_get(p, 1)),
+                     (1796256000ull - 3600) * 1000000);
+    assert_int_equal(policy_inject_expires_usec(policy_inject_get(p, 2)), 1709164800ull * 1000000);
+    policy_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -668,6 +995,11 @@ int main(void)
         cmocka_unit_test(test_reason_str),
         cmocka_unit_test(test_passthrough),
         cmocka_unit_test(test_normalize),
+        cmocka_unit_test(test_inject_parse),
+        cmocka_unit_test(test_inject_secrets_flag),
+        cmocka_unit_test(test_inject_errors),
+        cmocka_unit_test(test_inject_matches),
+        cmocka_unit_test(test_rfc3339_offsets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
 /*
  * The node's ring of egress audit records (gw-proto.h "audit"), between
  * space-gw, which sends them, and space-api, which pulls them with
- * GET /v1/egress-audit (CONTRACTS.md) into its store.
+ * GET /v1/egress-audit (CONTRACTS.md) into its store. Records are kept as
+ * gw_msg_clean_record() left them, "secret" (injected secrets' names) too.
  *
  * Every record gets the next sequence number (1, 2, ...) of this process;
  * the epoch is a random token per process, so a puller that sees a new one

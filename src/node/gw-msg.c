@@ -137,6 +137,29 @@ static bool verdict_ok(const char *s)
     return strcmp(s, "allow") == 0 || strcmp(s, "deny") == 0;
 }
 
+/* "secret": the names of the secrets a request carried, "gh" or "gh,npm" (policy.h NAME);
+ * never a value, and nothing that could pass for one. */
+static bool secret_names_ok(const char *s)
+{
+    size_t label = 0;
+
+    for (; *s; s++) {
+        if (*s == ',') {
+            if (label == 0) {
+                return false;
+            }
+            label = 0;
+        } else if (((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                    (*s >= '0' && *s <= '9') || *s == '_' || *s == '-') &&
+                   ++label <= 64) {
+            continue;
+        } else {
+            return false;
+        }
+    }
+    return label > 0;
+}
+
 json_t *gw_msg_clean_record(const json_t *rec)
 {
     json_t *out;
@@ -155,6 +178,9 @@ json_t *gw_msg_clean_record(const json_t *rec)
     }
     if (r >= 0) {
         r = copy_string_field(out, rec, "verdict", verdict_ok);
+    }
+    if (r >= 0) {
+        r = copy_string_field(out, rec, "secret", secret_names_ok);
     }
     for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(record_strings); i++) {
         r = copy_string_field(out, rec, record_strings[i], NULL);

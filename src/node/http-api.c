@@ -5,8 +5,9 @@
  *   GET    /health                        node status, accelerator
  *   GET    /v1/templates                  built templates
  *   POST   /v1/templates/{name}/build     build (or confirm cached) from the recipe -> template
- *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?} -> 201 sandbox
- *                                         (200 when `id` already runs here: idempotent)
+ *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?, snapshot?}
+ *                                         -> 201 sandbox (200 when `id` already runs here:
+ *                                         idempotent; snapshot: false forces a cold boot)
  *   GET    /v1/instances                  {instances: [...]}: every VM, bound to a sandbox or not
  *   GET    /v1/sandboxes                  {sandboxes: [...]}
  *   GET    /v1/sandboxes/{id}             sandbox
@@ -14,7 +15,9 @@
  *   POST   /v1/sandboxes/{id}/exec        {cmd, args, env, cwd, user, timeout_ms}
  *                                         -> {exit_code, exited, status, stdout_b64, stderr_b64}
  *   PUT    /v1/sandboxes/{id}/network     native egress policy -> 200 {} (400 when invalid)
- *   GET    /v1/egress-audit?after=SEQ&limit=N   {epoch, records, next} (egress-audit.h)
+ *   POST   /v1/sandboxes/{id}/pause       QMP stop; recorded paused -> 200 sandbox (409 wrong
+ * state) POST   /v1/sandboxes/{id}/resume      QMP cont, guest clock re-synced -> 200 sandbox GET
+ * /v1/egress-audit?after=SEQ&limit=N   {epoch, records, next} (egress-audit.h)
  *
  * Create takes `network` (the native egress policy, src/gw/policy.h; absent
  * = deny everything), kept in instance.json and handed to space-gw; when the
@@ -42,12 +45,14 @@
 #include <unistd.h>
 
 #include "basic/base64.h"
+#include "basic/fd-util.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "gw/policy.h"
 #include "node/manager.h"
+#include "node/snapshot.h"
 #include "shared/gw-proto.h"
 #include "shared/http-util.h"
 #include "shared/sandbox-id.h"
@@ -63,14 +68,14 @@
 static json_t *vm_to_json(const struct vm *vm)
 {
     const struct instance_record *rec = &vm->rec;
-    json_t *j =
-        json_pack("{s:s?, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f}}", "id",
-                  rec->sandbox_id[0] ? rec->sandbox_id : NULL, "instance_id", rec->iid, "template",
-                  rec->template_name, "state", vm_state_to_string(rec->state), "vcpus",
-                  (int)rec->vcpus, "memory_mb", (int)rec->memory_mib, "created_at_us",
-                  (json_int_t)rec->created_at, "timings_ms", "clone", vm->timing.clone / 1000.0,
-                  "network", vm->timing.network / 1000.0, "vmm", vm->timing.vmm / 1000.0, "boot",
-                  vm->timing.boot / 1000.0, "total", vm->timing.total / 1000.0);
+    json_t *j = json_pack(
+        "{s:s?, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f, s:s}}", "id",
+        rec->sandbox_id[0] ? rec->sandbox_id : NULL, "instance_id", rec->iid, "template",
+        rec->template_name, "state", vm_state_to_string(rec->state), "vcpus", (int)rec->vcpus,
+        "memory_mb", (int)rec->memory_mib, "created_at_us", (json_int_t)rec->created_at,
+        "timings_ms", "clone", vm->timing.clone / 1000.0, "network", vm->timing.network / 1000.0,
+        "vmm", vm->timing.vmm / 1000.0, "boot", vm->timing.boot / 1000.0, "total",
+        vm->timing.total / 1000.0, "mode", vm->timing.restored ? "restore" : "boot");
     if (j && vm->rt) {
         json_object_set_new(j, "pid", json_integer(runtime_pid(vm->rt)));
     }
@@ -127,7 +132,13 @@ static void handle_templates(struct manager *m, struct evhttp_request *req)
         json_t *t = json_loads(text, 0, &err);
         free(text);
         if (t) {
+            /* Listing a template also starts its snapshot (default size) when it has none
+             * yet: snapshot.h; "snapshot" says where that is. */
+            snapshot_prepare(&m->host, de->d_name, m->default_vcpus, m->default_memory_mib);
             json_object_set_new(t, "name", json_string(de->d_name));
+            json_object_set_new(
+                t, "snapshot",
+                json_string(snapshot_status(de->d_name, m->default_vcpus, m->default_memory_mib)));
             json_array_append_new(list, t);
         }
     }
@@ -297,7 +308,7 @@ static char *policy_text(struct evhttp_request *req, const json_t *network)
     char *text = NULL;
     int r;
 
-    r = policy_parse_native(network, &p, &perr);
+    r = policy_parse_native(network, true, &p, &perr);
     if (r == -EINVAL) {
         http_util_reply_error(req, 400, "invalid network policy: %s", perr.message);
         return NULL;
@@ -389,6 +400,12 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         http_util_reply_error(req, 400, "'init' must be an object");
         goto out;
     }
+    /* "snapshot": false forces a cold boot (space bench compares the two in one run). */
+    json_t *snap = json_object_get(body, "snapshot");
+    if (snap && !json_is_boolean(snap)) {
+        http_util_reply_error(req, 400, "'snapshot' must be a boolean");
+        goto out;
+    }
     json_t *net = json_object_get(body, "network");
     if (net && !json_is_object(net)) {
         http_util_reply_error(req, 400, "'network' must be an object (a native egress policy)");
@@ -439,6 +456,7 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     }
     r = vm_new(template_name, vcpus, memory, &vm);
     if (r >= 0) {
+        vm->cold_boot = json_is_false(snap);
         r = manager_bind(m, vm, id); /* persisted by the create job's first record */
     }
     if (r >= 0 && init) {
@@ -547,6 +565,146 @@ static void handle_kill(struct manager *m, struct evhttp_request *req, struct vm
     }
     vm_set_state(vm, VM_STOPPING);
     manager_egress_detach(m, vm);
+}
+
+/* ---- POST /v1/sandboxes/{id}/pause, /resume, /suspend, /restore ---- */
+
+/*
+ * Pause keeps everything but the vCPUs: memory stays committed, the netns, tap and the
+ * space-gw attachment stay (guest connections stall; nothing is torn down). Suspend
+ * writes memory and devices to disk and stops the VMM (vm_suspend()); its space-gw
+ * attachment and egress sockets go with it and come back with the restore. Every verb is
+ * idempotent (a VM already in the verb's end state answers 200): the control plane re-runs
+ * an operation whose outcome it did not record. A verb from any other state is 409
+ * naming it.
+ */
+enum lifecycle_verb { VERB_PAUSE, VERB_RESUME, VERB_SUSPEND, VERB_RESTORE };
+
+static const struct {
+    const char *name, *done_name; /* "pause", "paused" */
+    enum vm_state from, transitional, done, back;
+} verbs[] = {
+    [VERB_PAUSE] = { "pause", "paused", VM_RUNNING, VM_PAUSING, VM_PAUSED, VM_RUNNING },
+    [VERB_RESUME] = { "resume", "resumed", VM_PAUSED, VM_RESUMING, VM_RUNNING, VM_PAUSED },
+    [VERB_SUSPEND] = { "suspend", "suspended", VM_RUNNING, VM_SUSPENDING, VM_SUSPENDED,
+                       VM_RUNNING },
+    [VERB_RESTORE] = { "restore", "restored", VM_SUSPENDED, VM_RESTORING, VM_RUNNING,
+                       VM_SUSPENDED },
+};
+
+struct verb_job {
+    struct manager *m;
+    struct evhttp_request *req;
+    struct vm *vm;
+    enum lifecycle_verb verb;
+    usec_t started;
+    int r;
+    char *error;
+    struct vm_restore_result restored;
+};
+
+static void verb_work(void *p)
+{
+    struct verb_job *j = p;
+    switch (j->verb) {
+    case VERB_PAUSE:
+        j->r = vm_pause(&j->m->host, j->vm);
+        break;
+    case VERB_RESUME:
+        j->r = vm_resume(&j->m->host, j->vm, &j->error);
+        break;
+    case VERB_SUSPEND:
+        j->r = vm_suspend(&j->m->host, j->vm, &j->error);
+        break;
+    case VERB_RESTORE:
+        j->r = vm_restore(&j->m->host, j->vm, &j->restored);
+        j->error = TAKE_PTR(j->restored.error);
+        break;
+    }
+}
+
+static void verb_done(void *p)
+{
+    struct verb_job *j = p;
+    struct manager *m = j->m;
+    struct vm *vm = j->vm;
+    const char *verb = verbs[j->verb].name;
+
+    vm->busy--;
+    if (j->r < 0) {
+        vm_set_state(vm, verbs[j->verb].back);
+        log_sandbox_warning_errno(vm_sandbox_id(vm), j->r, "%s of instance %s failed: %s", verb,
+                                  vm->rec.iid, j->error ? j->error : strerror(-j->r));
+        http_util_reply_error(j->req, j->r == -ENOENT ? 404 : 500, "cannot %s sandbox: %s", verb,
+                              j->error ? j->error : strerror(-j->r));
+        goto out;
+    }
+    if (j->verb == VERB_SUSPEND) {
+        /* Its VMM is gone: so are its handle, its space-gw session and egress sockets. */
+        manager_egress_detach(m, vm);
+        vm->dns_fd = close_safe(vm->dns_fd);
+        vm->gateway_fd = close_safe(vm->gateway_fd);
+        vm->rt = runtime_vm_free(vm->rt);
+        vm->rec.pid = 0;
+        vm->rec.pid_start_time = 0;
+    } else if (j->verb == VERB_RESTORE) {
+        vm->rt = j->restored.rt;
+        vm->rec.pid = j->restored.pid;
+        vm->rec.pid_start_time = j->restored.pid_start_time;
+    }
+    vm_set_state(vm, verbs[j->verb].done);
+    if (j->verb == VERB_RESTORE) {
+        manager_egress_attach(m, vm);
+    }
+    double ms = (now_monotonic() - j->started) / 1000.0;
+    log_sandbox_info(vm_sandbox_id(vm), "%s instance %s in %.1f ms%s%s", verbs[j->verb].done_name,
+                     vm->rec.iid, ms, j->error ? "; clock not re-synced: " : "",
+                     j->error ? j->error : "");
+    json_t *res = vm_to_json(vm);
+    if (res) {
+        char key[32];
+        snprintf(key, sizeof(key), "%s_ms", verb);
+        json_object_set_new(res, key, json_real(ms));
+    }
+    http_util_reply_json(j->req, 200, res);
+out:
+    free(j->error);
+    free(j);
+    manager_job_finished(m);
+}
+
+static void handle_verb(struct manager *m, struct evhttp_request *req, struct vm *vm,
+                        enum lifecycle_verb verb)
+{
+    struct verb_job *j;
+    int r;
+
+    if (vm_state(vm) == verbs[verb].done) {
+        http_util_reply_json(req, 200, vm_to_json(vm)); /* idempotent: already there */
+        return;
+    }
+    /* A suspended VM has no VMM; every other verb needs one. */
+    if (vm_state(vm) != verbs[verb].from || !vm->rt != (verb == VERB_RESTORE)) {
+        http_util_reply_error(req, 409, "sandbox '%s' is %s; %s needs it %s", vm_sandbox_id(vm),
+                              vm_state_to_string(vm_state(vm)), verbs[verb].name,
+                              vm_state_to_string(verbs[verb].from));
+        return;
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        http_util_reply_error(req, 500, "out of memory");
+        return;
+    }
+    *j =
+        (struct verb_job){ .m = m, .req = req, .vm = vm, .verb = verb, .started = now_monotonic() };
+    r = manager_run_job(m, verb_work, verb_done, j);
+    if (r < 0) {
+        free(j);
+        reply_no_worker(req, r);
+        return;
+    }
+    vm->busy++;
+    vm_set_state(vm, verbs[verb].transitional);
 }
 
 /* ---- PUT /v1/sandboxes/{id}/network ---- */
@@ -749,9 +907,11 @@ static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm
     size_t i = 0;
 
     if (vm_state(vm) != VM_RUNNING) {
-        http_util_reply_error(req, vm_state(vm) == VM_CREATING ? 409 : 404, "sandbox '%s' is %s",
-                              vm_sandbox_id(vm),
-                              vm_state(vm) == VM_CREATING ? "still being created" : "not running");
+        bool alive = vm_state(vm) != VM_STOPPING && vm_state(vm) != VM_STOPPED;
+        http_util_reply_error(req, alive ? 409 : 404, "sandbox '%s' is %s", vm_sandbox_id(vm),
+                              vm_state(vm) == VM_CREATING ? "still being created"
+                              : alive                     ? vm_state_to_string(vm_state(vm))
+                                                          : "not running");
         return;
     }
     body = http_util_body_json(req);
@@ -930,6 +1090,14 @@ static void dispatch(struct evhttp_request *req, void *userdata)
             handle_exec(m, req, vm);
         } else if (strcmp(rest, "/network") == 0 && method == EVHTTP_REQ_PUT) {
             handle_network(m, req, vm);
+        } else if (strcmp(rest, "/pause") == 0 && method == EVHTTP_REQ_POST) {
+            handle_verb(m, req, vm, VERB_PAUSE);
+        } else if (strcmp(rest, "/resume") == 0 && method == EVHTTP_REQ_POST) {
+            handle_verb(m, req, vm, VERB_RESUME);
+        } else if (strcmp(rest, "/suspend") == 0 && method == EVHTTP_REQ_POST) {
+            handle_verb(m, req, vm, VERB_SUSPEND);
+        } else if (strcmp(rest, "/restore") == 0 && method == EVHTTP_REQ_POST) {
+            handle_verb(m, req, vm, VERB_RESTORE);
         } else {
             http_util_reply_error(req, 404, "no route for %s", path);
         }

@@ -147,8 +147,22 @@ enum instance_verdict instance_reattach_verdict(const struct instance_record *re
 
     if (!probe->record_ok) {
         why = "no readable instance record";
-    } else if (rec->state != VM_RUNNING) {
-        why = "it was not running (unfinished create or destroy)";
+    } else if (rec->state == VM_SUSPENDED) {
+        /* No VMM to find: the durable snapshot is the sandbox now. */
+        if (!instance_is_bound(rec)) {
+            why = "it is bound to no sandbox";
+        } else if (!probe->snapshot_exists) {
+            why = "it was suspended but its snapshot is gone";
+        } else if (!probe->netns_exists) {
+            why = "its network namespace is gone";
+        }
+        if (reason) {
+            *reason = why ? why : "it is suspended";
+        }
+        return why ? INSTANCE_DESTROY : INSTANCE_REATTACH;
+    } else if (rec->state != VM_RUNNING && rec->state != VM_PAUSED) {
+        /* Paused is settled too: its VMM holds the guest's memory, stopped, and stays so. */
+        why = "it was neither running nor paused (unfinished create, destroy or pause)";
     } else if (!instance_is_bound(rec)) {
         why = "it is bound to no sandbox";
     } else if (rec->pid <= 1 || rec->pid_start_time == 0) {

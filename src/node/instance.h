@@ -86,6 +86,7 @@ struct instance_probe {
     bool process_exists;         /* a process with rec->pid exists (pidfd_open worked) */
     uint64_t process_start_time; /* its start time, when it exists */
     bool netns_exists;
+    bool snapshot_exists; /* <dir>/suspend/ (vm.c): what a suspended instance restores from */
 };
 
 enum instance_verdict {
@@ -94,9 +95,11 @@ enum instance_verdict {
 };
 
 /*
- * Re-attach only a running, bound instance whose VMM is the very process
- * the record names (pid and start time) and whose netns exists; destroy
- * everything else. *reason (may be NULL) gets a static explanation.
+ * Re-attach only a running (or paused), bound instance whose VMM is the very process
+ * the record names (pid and start time) and whose netns exists, and keep a suspended,
+ * bound one whose snapshot and netns exist (it has no VMM: one the record still names
+ * is a leftover of the suspend, which the caller stops); destroy everything else.
+ * *reason (may be NULL) gets a static explanation.
  */
 enum instance_verdict instance_reattach_verdict(const struct instance_record *rec,
                                                 const struct instance_probe *probe,

@@ -132,7 +132,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
 
     for (size_t i = 0; i < m->n_vms && !m->stopping; i++) {
         struct vm *vm = m->vms[i];
-        if (vm_state(vm) == VM_RUNNING && vm->rt && !runtime_alive(vm->rt)) {
+        if ((vm_state(vm) == VM_RUNNING || vm_state(vm) == VM_PAUSED) && vm->rt &&
+            !runtime_alive(vm->rt)) {
             struct reap_job *j = malloc(sizeof(*j));
             if (!j) {
                 continue;
@@ -210,7 +211,7 @@ static void check_stored_policy(struct vm *vm)
         return;
     }
     j = json_loads(vm->rec.network, 0, &jerr);
-    if (!j || policy_parse_native(j, &p, &perr) < 0) {
+    if (!j || policy_parse_native(j, true, &p, &perr) < 0) {
         log_sandbox_warning(vm_sandbox_id(vm),
                             "instance %s: stored network policy is invalid (%s), it gets none "
                             "(deny everything)",
@@ -366,7 +367,9 @@ void manager_egress_attach(struct manager *m, struct vm *vm)
 {
     int r;
 
-    if (!gw_client_ready(m->gw) || vm_state(vm) != VM_RUNNING || !instance_is_bound(&vm->rec)) {
+    /* Paused keeps its attachment (its connections stall, they are not torn down). */
+    if (!gw_client_ready(m->gw) || (vm_state(vm) != VM_RUNNING && vm_state(vm) != VM_PAUSED) ||
+        !instance_is_bound(&vm->rec)) {
         return;
     }
     /* Opened on first use rather than at create: after a node restart the previous

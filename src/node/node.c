@@ -55,6 +55,7 @@ static bool arg_jail = true;
 static bool arg_cgroups = true;
 static unsigned arg_vmm_overhead_mib = JAIL_VMM_OVERHEAD_MIB_DEFAULT;
 static uint32_t arg_memory_budget_mib = 0; /* 0: MemTotal - 1 GiB */
+static bool arg_snapshots = true;
 
 static void help(void)
 {
@@ -81,6 +82,7 @@ static void help(void)
            "  --vmm-overhead-mib N  memory a VMM may use beyond its guest's RAM (default 256)\n"
            "  --memory-budget-mib N guest RAM + VMM overhead of all sandboxes at most (default:\n"
            "                        the host's memory less 1 GiB); creates beyond it get 503\n"
+           "  --snapshots on|off    create by restoring template snapshots (default on)\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
            arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT);
 }
@@ -107,6 +109,7 @@ static int parse_args(int argc, char **argv)
         { "no-cgroups", no_argument, NULL, 'K' },
         { "vmm-overhead-mib", required_argument, NULL, 'O' },
         { "memory-budget-mib", required_argument, NULL, 'B' },
+        { "snapshots", required_argument, NULL, 'P' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -202,6 +205,12 @@ static int parse_args(int argc, char **argv)
                 return log_error_errno(-EINVAL, "invalid --vmm-overhead-mib '%s' (32..65536)",
                                        optarg);
             }
+            break;
+        case 'P':
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                return log_error_errno(-EINVAL, "invalid --snapshots '%s' (on or off)", optarg);
+            }
+            arg_snapshots = strcmp(optarg, "on") == 0;
             break;
         case 'L':
             r = log_level_from_string(optarg);
@@ -320,6 +329,7 @@ int main(int argc, char **argv)
         .ready_timeout = arg_ready_timeout,
         .max_exec_timeout = arg_max_exec_timeout,
         .console_log_max = arg_console_log_max,
+        .snapshots = arg_snapshots,
     };
     struct manager_limits limits = { .workers = arg_max_workers, .queue = arg_max_queue };
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);

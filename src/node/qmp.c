@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "basic/fd-util.h"
+#include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/strbuf.h"
 #include "shared/http-client.h"
@@ -97,7 +98,44 @@ static int qmp_read(struct qmp *q, json_t **ret)
     }
 }
 
+/* Writes the whole of text; with fd >= 0 the first chunk carries it as SCM_RIGHTS. */
+static int qmp_send(struct qmp *q, const char *text, size_t len, int fd)
+{
+    if (fd < 0) {
+        return write_all(q->fd, text, len);
+    }
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control = { .buf = { 0 } };
+    struct iovec iov = { .iov_base = (void *)text, .iov_len = len };
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = sizeof(control.buf),
+    };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    ssize_t n;
+    do {
+        n = sendmsg(q->fd, &msg, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        return -errno;
+    }
+    return (size_t)n < len ? write_all(q->fd, text + n, len - (size_t)n) : 0;
+}
+
 int qmp_execute(struct qmp *q, const char *command, json_t *args, json_t **ret_return)
+{
+    return qmp_execute_fd(q, command, args, -1, ret_return);
+}
+
+int qmp_execute_fd(struct qmp *q, const char *command, json_t *args, int fd, json_t **ret_return)
 {
     json_t *req = NULL, *reply = NULL;
     char *text = NULL;
@@ -116,7 +154,7 @@ int qmp_execute(struct qmp *q, const char *command, json_t *args, json_t **ret_r
         r = -ENOMEM;
         goto out;
     }
-    r = write_all(q->fd, text, strlen(text));
+    r = qmp_send(q, text, strlen(text), fd);
     if (r >= 0) {
         r = write_all(q->fd, "\n", 1);
     }
@@ -129,6 +167,12 @@ int qmp_execute(struct qmp *q, const char *command, json_t *args, json_t **ret_r
             goto out;
         }
         r = qmp_reply_parse(reply, ret_return);
+        if (r == -EIO) {
+            /* QEMU's own words, for the log: which command failed and why. */
+            const char *desc =
+                json_string_value(json_object_get(json_object_get(reply, "error"), "desc"));
+            log_info("qmp %s: %.200s", command, desc ? desc : "error");
+        }
         if (r != 1) {
             break;
         }

@@ -22,6 +22,8 @@ int qmp_open(const char *socket_path, usec_t timeout, struct qmp **ret);
  * gives -EIO.
  */
 int qmp_execute(struct qmp *q, const char *command, json_t *args, json_t **ret_return);
+/* qmp_execute() with descriptor `fd` passed alongside (SCM_RIGHTS), for "getfd". */
+int qmp_execute_fd(struct qmp *q, const char *command, json_t *args, int fd, json_t **ret_return);
 struct qmp *qmp_close(struct qmp *q);
 
 /*

@@ -25,6 +25,7 @@
 #include "node/runtime.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -37,6 +38,7 @@
 #include <linux/if_tun.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -69,6 +71,9 @@ struct qemu_vm {
     char dir[PATH_MAX];
     char netns_path[PATH_MAX];
     char guest_ip[INET_ADDRSTRLEN];
+    enum runtime_memory memory;
+    int memory_fd;         /* SHARED: the memfd QEMU maps, which snapshot() writes out */
+    uint64_t memory_bytes; /* guest RAM size */
 };
 
 static int path_in(char *buf, size_t n, const char *dir, const char *name)
@@ -104,6 +109,9 @@ static int qemu_vm_new(const struct runtime_config *cfg, struct qemu_vm **ret)
     }
     vm->base.ops = &runtime_qemu_ops;
     vm->pidfd = -EBADF;
+    vm->memory_fd = -EBADF;
+    vm->memory = cfg->memory;
+    vm->memory_bytes = (uint64_t)cfg->memory_mib << 20;
     if (snprintf(vm->dir, sizeof(vm->dir), "%s", cfg->dir) >= (int)sizeof(vm->dir) ||
         snprintf(vm->netns_path, sizeof(vm->netns_path), "%s", cfg->netns_path) >=
             (int)sizeof(vm->netns_path) ||
@@ -168,6 +176,8 @@ static int qemu_read_pidfile(const char *dir, pid_t *ret_pid, uint64_t *ret_star
 }
 
 static int qemu_stop(struct runtime_vm *base);
+static bool qemu_alive(struct runtime_vm *base);
+static void qemu_free(struct runtime_vm *base);
 static bool wait_exit(int pidfd, usec_t timeout);
 
 /* Waits until QEMU's QMP socket answers, or QEMU exits (then its error is in qemu.log). */
@@ -339,15 +349,62 @@ static int qemu_identity(const struct runtime_config *cfg, uid_t *ret_uid, gid_t
     return 0;
 }
 
-static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
+/* The "-object memory-backend-*,id=ram0" of cfg (runtime.h enum runtime_memory). QEMU
+ * reopens the memfd through /proc/self/fd: it can open no path of ours. */
+static int qemu_memory_object(const struct runtime_config *cfg, struct qemu_vm *vm, int *ret_fd,
+                              char *buf, size_t n)
+{
+    int fd = -EBADF;
+
+    *ret_fd = -EBADF;
+    switch (cfg->memory) {
+    case RUNTIME_MEMORY_ANONYMOUS:
+        snprintf(buf, n, "memory-backend-ram,id=ram0,size=%uM", cfg->memory_mib);
+        return 0;
+    case RUNTIME_MEMORY_SHARED:
+        fd = memfd_create("space-guest-ram", MFD_CLOEXEC);
+        if (fd < 0) {
+            return -errno;
+        }
+        if (ftruncate(fd, (off_t)vm->memory_bytes) < 0) {
+            int r = -errno;
+            close_safe(fd);
+            return r;
+        }
+        vm->memory_fd = fd;
+        break;
+    case RUNTIME_MEMORY_PRIVATE: {
+        struct stat st;
+        if (cfg->memory_fd < 3 || fstat(cfg->memory_fd, &st) < 0 ||
+            (uint64_t)st.st_size != vm->memory_bytes) {
+            return -EINVAL; /* not the image of a guest this size */
+        }
+        fd = cfg->memory_fd;
+        break;
+    }
+    default:
+        return -EINVAL;
+    }
+    snprintf(buf, n, "memory-backend-file,id=ram0,size=%uM,mem-path=/proc/self/fd/%d,share=%s",
+             cfg->memory_mib, fd, cfg->memory == RUNTIME_MEMORY_SHARED ? "on" : "off");
+    *ret_fd = fd;
+    return 0;
+}
+
+/*
+ * The one place QEMU is started, for boot() and restore() alike (the jail
+ * hooks in here). incoming_fd >= 0: QEMU waits, paused (-S), for a
+ * migrate-incoming from that descriptor (restore()). Returns once QMP answers.
+ */
+static int qemu_spawn(const struct runtime_config *cfg, int incoming_fd, struct qemu_vm **ret)
 {
     char machine[256], memory[32], smp[16], append[2048], pidtext[48], qmp_path[PATH_MAX],
         pidfile[PATH_MAX], console_path[PATH_MAX], logpath[PATH_MAX], chardev_qmp[64], netdev[128],
         netdevice[128], kernel[64], initrd[64], fd_disk_rw[PATH_MAX + 64],
-        fd_disk_ro[PATH_MAX + 64], fd_console[PATH_MAX + 64];
+        fd_disk_ro[PATH_MAX + 64], fd_console[PATH_MAX + 64], accel[64], ram[256];
     struct qemu_fds f = { -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF };
     struct qemu_vm *vm = NULL;
-    int netns_fd = -EBADF, log_fd = -EBADF;
+    int netns_fd = -EBADF, log_fd = -EBADF, memory_fd = -EBADF;
     gid_t groups[1];
     size_t n_groups;
     uid_t uid;
@@ -362,6 +419,10 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
     if (r < 0) {
         goto fail;
     }
+    r = qemu_memory_object(cfg, vm, &memory_fd, ram, sizeof(ram));
+    if (r < 0) {
+        goto fail;
+    }
     unsigned long tsc = cfg->accel == RUNTIME_ACCEL_TCG ? host_tsc_khz() : 0;
     char tsc_args[96] = "";
     if (tsc > 0) {
@@ -369,9 +430,18 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
         snprintf(tsc_args, sizeof(tsc_args), " tsc_early_khz=%lu tsc=reliable", tsc);
     }
     /* Our kernel: microvm with acpi=off, QEMU appends virtio_mmio.device= entries itself.
-     * Debian's fallback kernel (with an initrd) finds the devices through ACPI instead. */
-    snprintf(machine, sizeof(machine), "microvm,x-option-roms=off,rtc=on,isa-serial=on%s",
+     * Debian's fallback kernel (with an initrd) finds the devices through ACPI instead.
+     * RAM is always the ram0 backend, so a snapshot's RAM block has the same name
+     * whichever memory the restoring VM uses. */
+    snprintf(machine, sizeof(machine),
+             "microvm,x-option-roms=off,rtc=on,isa-serial=on,memory-backend=ram0%s",
              cfg->initrd ? "" : ",acpi=off");
+    if (cfg->accel == RUNTIME_ACCEL_KVM) {
+        snprintf(accel, sizeof(accel), "kvm");
+    } else {
+        snprintf(accel, sizeof(accel), "tcg,tb-size=%u",
+                 cfg->tb_size_mib ? cfg->tb_size_mib : RUNTIME_TB_SIZE_DEFAULT_MIB);
+    }
     snprintf(memory, sizeof(memory), "%u", cfg->memory_mib);
     snprintf(smp, sizeof(smp), "%u", cfg->vcpus);
     if (snprintf(append, sizeof(append),
@@ -405,62 +475,93 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
     snprintf(netdev, sizeof(netdev), "tap,id=n0,fd=%d,vhost=off", f.tap);
     snprintf(netdevice, sizeof(netdevice), "virtio-net-device,netdev=n0,mac=%s", cfg->mac);
 
-    const char *argv[] = {
-        QEMU_BINARY,
-        "-name",
-        cfg->id,
-        "-M",
-        machine,
-        "-accel",
-        cfg->accel == RUNTIME_ACCEL_KVM ? "kvm" : "tcg",
-        "-cpu",
-        cfg->accel == RUNTIME_ACCEL_KVM ? "host" : "qemu64",
-        "-m",
-        memory,
-        "-smp",
-        smp,
-        "-nodefaults",
-        "-no-user-config",
-        "-display",
-        "none",
-        "-no-reboot",
-        /* seccomp: no obsolete syscalls, no set*id, no fork/exec, no scheduler/affinity changes */
-        "-sandbox",
-        "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-        "-add-fd",
-        fd_disk_rw,
-        "-add-fd",
-        fd_disk_ro,
-        "-add-fd",
-        fd_console,
-        /* the console pump's pipe (console.h); append=on: QEMU must not try to truncate it */
-        "-chardev",
-        "file,id=ser0,path=/dev/fdset/2,append=on",
-        "-serial",
-        "chardev:ser0",
-        "-chardev",
-        chardev_qmp,
-        "-mon",
-        "chardev=qmp,mode=control",
-        "-kernel",
-        kernel,
-        "-append",
-        append,
-        "-drive",
-        "id=root,file=/dev/fdset/1,format=raw,if=none,cache=unsafe",
-        "-device",
-        "virtio-blk-device,drive=root",
-        "-netdev",
-        netdev,
-        "-device",
-        netdevice,
-        "-device",
-        "virtio-rng-device",
-        cfg->initrd ? "-initrd" : NULL,
-        initrd,
-        NULL,
-    };
-    const int pass[] = { f.disk_rw, f.disk_ro, f.console, f.kernel, f.tap, f.qmp, f.initrd };
+    const char *argv[64];
+    size_t n = 0;
+#define ARG(x) (argv[n++] = (x))
+    ARG(QEMU_BINARY);
+    ARG("-name");
+    ARG(cfg->id);
+    ARG("-M");
+    ARG(machine);
+    ARG("-accel");
+    ARG(accel);
+    ARG("-cpu");
+    ARG(cfg->accel == RUNTIME_ACCEL_KVM ? "host" : "qemu64");
+    ARG("-m");
+    ARG(memory);
+    ARG("-object");
+    ARG(ram);
+    ARG("-smp");
+    ARG(smp);
+    ARG("-nodefaults");
+    ARG("-no-user-config");
+    ARG("-display");
+    ARG("none");
+    ARG("-no-reboot");
+    /* seccomp: no obsolete syscalls, no set*id, no fork/exec, no scheduler/affinity changes */
+    ARG("-sandbox");
+    ARG("on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+    ARG("-add-fd");
+    ARG(fd_disk_rw);
+    ARG("-add-fd");
+    ARG(fd_disk_ro);
+    ARG("-add-fd");
+    ARG(fd_console);
+    /* the console pump's pipe (console.h); append=on: QEMU must not try to truncate it */
+    ARG("-chardev");
+    ARG("file,id=ser0,path=/dev/fdset/2,append=on");
+    ARG("-serial");
+    ARG("chardev:ser0");
+    ARG("-chardev");
+    ARG(chardev_qmp);
+    ARG("-mon");
+    ARG("chardev=qmp,mode=control");
+    ARG("-kernel");
+    ARG(kernel);
+    ARG("-append");
+    ARG(append);
+    /* No image locking: the clone is this VMM's alone, and the lock QEMU drops when a
+     * snapshot's migration completes could not be taken back on `cont`. */
+    ARG("-drive");
+    ARG("id=root,file=/dev/fdset/1,format=raw,if=none,cache=unsafe,file.locking=off");
+    ARG("-device");
+    ARG("virtio-blk-device,drive=root");
+    ARG("-netdev");
+    ARG(netdev);
+    ARG("-device");
+    ARG(netdevice);
+    ARG("-device");
+    ARG("virtio-rng-device");
+    if (cfg->initrd) {
+        ARG("-initrd");
+        ARG(initrd);
+    }
+    if (incoming_fd >= 0) {
+        /* The stream comes by migrate-incoming once the capabilities are set (restore()). */
+        ARG("-incoming");
+        ARG("defer");
+        ARG("-S");
+    }
+    ARG(NULL);
+#undef ARG
+    assert(n <= ARRAY_SIZE(argv));
+    int pass[10];
+    size_t n_pass = 0;
+    pass[n_pass++] = f.disk_rw;
+    pass[n_pass++] = f.disk_ro;
+    pass[n_pass++] = f.console;
+    pass[n_pass++] = f.kernel;
+    pass[n_pass++] = f.tap;
+    pass[n_pass++] = f.qmp;
+    if (cfg->initrd) {
+        pass[n_pass++] = f.initrd;
+    }
+    if (memory_fd >= 0) {
+        pass[n_pass++] = memory_fd;
+    }
+    if (incoming_fd >= 0) {
+        pass[n_pass++] = incoming_fd;
+    }
 
     netns_fd = open(cfg->netns_path, O_RDONLY | O_CLOEXEC);
     if (netns_fd < 0) {
@@ -480,7 +581,7 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
         .netns_fd = netns_fd,
         .new_session = true,
         .pass_fds = pass,
-        .n_pass_fds = ARRAY_SIZE(pass) - (cfg->initrd ? 0 : 1),
+        .n_pass_fds = n_pass,
         .drop_privileges = true,
         .uid = uid,
         .gid = uid,
@@ -517,15 +618,27 @@ static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
     }
     close_safe(netns_fd);
     close_safe(log_fd);
-    *ret = &vm->base;
+    *ret = vm;
     return 0;
 fail:
     qemu_fds_close(&f); /* the pump sees EOF */
     console_reap(vm->console_pid);
     close_safe(netns_fd);
     close_safe(log_fd);
+    close_safe(vm->memory_fd);
     free(vm);
     return r;
+}
+
+static int qemu_boot(const struct runtime_config *cfg, struct runtime_vm **ret)
+{
+    struct qemu_vm *vm = NULL;
+    int r = qemu_spawn(cfg, -EBADF, &vm);
+    if (r < 0) {
+        return r;
+    }
+    *ret = &vm->base;
+    return 0;
 }
 
 static int qemu_attach(const struct runtime_config *cfg, struct runtime_vm **ret)
@@ -577,14 +690,286 @@ static int qemu_resume(struct runtime_vm *base)
     return qemu_command((struct qemu_vm *)base, "cont");
 }
 
+/* Migration settings both ends of a snapshot need. ignore_shared: RAM that lives in
+ * the shared memory file is not in the stream (both sides must agree). */
+static int qemu_migration_setup(struct qmp *q, bool ignore_shared)
+{
+    json_t *caps = json_pack("{s:[{s:s,s:b}]}", "capabilities", "capability", "x-ignore-shared",
+                             "state", ignore_shared);
+    int r = caps ? qmp_execute(q, "migrate-set-capabilities", caps, NULL) : -ENOMEM;
+    if (r < 0) {
+        return r;
+    }
+    /* The default limit (128 MiB/s) applies even to a stopped VM writing a file. */
+    json_t *params = json_pack("{s:I}", "max-bandwidth", (json_int_t)100 << 30);
+    return params ? qmp_execute(q, "migrate-set-parameters", params, NULL) : -ENOMEM;
+}
+
+/* Polls query-migrate until the migration (either direction) ends. */
+static int qemu_migration_wait(struct qemu_vm *vm, struct qmp *q, usec_t timeout)
+{
+    usec_t deadline = now_monotonic() + timeout, nap = 500;
+
+    for (;;) {
+        json_t *info = NULL;
+        int r = qmp_execute(q, "query-migrate", NULL, &info);
+        if (r < 0) {
+            return r;
+        }
+        const char *status = json_string_value(json_object_get(info, "status"));
+        r = !status                                                             ? -EPROTO
+            : strcmp(status, "completed") == 0                                  ? 0
+            : strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0 ? -EIO
+                                                                                : 1;
+        if (r == -EIO) {
+            const char *why = json_string_value(json_object_get(info, "error-desc"));
+            log_warning("migration of %s failed: %s", vm->dir, why ? why : status);
+        }
+        json_decref(info);
+        if (r <= 0) {
+            return r;
+        }
+        if (!qemu_alive(&vm->base)) {
+            return -ECHILD;
+        }
+        if (now_monotonic() >= deadline) {
+            return -ETIMEDOUT;
+        }
+        /* Short at first (a shared-memory snapshot takes a few ms), then backing off: each
+         * query takes QEMU's big lock, which the migration itself needs. */
+        sleep_usec(nap);
+        nap = MIN(nap * 2, 10 * USEC_PER_MSEC);
+    }
+}
+
+static int pwrite_all(int fd, const void *buf, size_t n, off_t off)
+{
+    const uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t k = pwrite(fd, p, n, off);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            return k < 0 ? -errno : -EIO;
+        }
+        p += k;
+        n -= (size_t)k;
+        off += k;
+    }
+    return 0;
+}
+
+static bool page_is_zero(const uint8_t *p, size_t n)
+{
+    static const uint8_t zero[4096];
+    return memcmp(p, zero, n) == 0;
+}
+
+/*
+ * Writes the shared guest RAM (a memfd) to fd as a sparse file of the same
+ * size: only the pages the guest touched that are not zero take space, so a
+ * 512 MiB guest costs what it used.
+ */
+static int copy_memory_sparse(int from, int to, uint64_t size)
+{
+    enum { CHUNK = 1 << 20, PAGE = 4096 };
+    uint8_t *buf = malloc(CHUNK);
+    off_t off = 0;
+    int r = 0;
+
+    if (!buf) {
+        return -ENOMEM;
+    }
+    if (ftruncate(to, (off_t)size) < 0) {
+        r = -errno;
+        goto out;
+    }
+    while ((uint64_t)off < size) {
+        off_t data = lseek(from, off, SEEK_DATA);
+        if (data < 0) {
+            r = errno == ENXIO ? 0 : -errno; /* ENXIO: only a hole is left */
+            goto out;
+        }
+        off_t hole = lseek(from, data, SEEK_HOLE);
+        if (hole < 0) {
+            r = -errno;
+            goto out;
+        }
+        for (off = data; off < hole;) {
+            size_t want = (size_t)MIN((off_t)CHUNK, hole - off);
+            ssize_t got = pread(from, buf, want, off);
+            if (got <= 0) {
+                r = got < 0 ? -errno : -EIO;
+                goto out;
+            }
+            for (size_t i = 0; i < (size_t)got; i += PAGE) {
+                size_t len = MIN((size_t)PAGE, (size_t)got - i);
+                if (page_is_zero(buf + i, len)) {
+                    continue;
+                }
+                r = pwrite_all(to, buf + i, len, off + (off_t)i);
+                if (r < 0) {
+                    goto out;
+                }
+            }
+            off += got;
+        }
+    }
+out:
+    free(buf);
+    return r;
+}
+
+static int fsync_path_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    int r = fsync(fd) < 0 ? -errno : 0;
+    close_safe(fd);
+    return r;
+}
+
 static int qemu_snapshot(struct runtime_vm *base, const char *dir)
 {
-    return -EOPNOTSUPP;
+    struct qemu_vm *vm = (struct qemu_vm *)base;
+    char qmp_path[PATH_MAX], state_tmp[PATH_MAX], state[PATH_MAX], mem_tmp[PATH_MAX], mem[PATH_MAX];
+    bool shared = vm->memory == RUNTIME_MEMORY_SHARED;
+    json_t *status = NULL;
+    struct qmp *q = NULL;
+    int fd = -EBADF, mfd = -EBADF;
+    bool fd_given = false;
+    int r;
+
+    if (shared && vm->memory_fd < 0) {
+        return -EOPNOTSUPP; /* re-attached after a node restart: the memfd is gone with it */
+    }
+    if (path_in(qmp_path, sizeof(qmp_path), vm->dir, "qmp.sock") < 0 ||
+        path_in(state_tmp, sizeof(state_tmp), dir, "vmstate.tmp") < 0 ||
+        path_in(state, sizeof(state), dir, "vmstate") < 0 ||
+        path_in(mem_tmp, sizeof(mem_tmp), dir, "memory.tmp") < 0 ||
+        path_in(mem, sizeof(mem), dir, "memory") < 0) {
+        return -ENAMETOOLONG;
+    }
+    r = qmp_open(qmp_path, QMP_TIMEOUT, &q);
+    if (r < 0) {
+        return r;
+    }
+    r = qmp_execute(q, "query-status", NULL, &status);
+    if (r < 0) {
+        goto out;
+    }
+    if (json_is_true(json_object_get(status, "running"))) {
+        r = -EBUSY; /* the caller pauses first */
+        goto out;
+    }
+    r = qemu_migration_setup(q, shared);
+    if (r < 0) {
+        goto out;
+    }
+    fd = open(state_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        r = -errno;
+        goto out;
+    }
+    r = qmp_execute_fd(q, "getfd", json_pack("{s:s}", "fdname", "snapshot"), fd, NULL);
+    if (r < 0) {
+        goto out;
+    }
+    fd_given = true;
+    r = qmp_execute(q, "migrate", json_pack("{s:s}", "uri", "fd:snapshot"), NULL);
+    if (r < 0) {
+        goto out;
+    }
+    fd_given = false; /* the migration owns (and closes) QEMU's copy now */
+    r = qemu_migration_wait(vm, q, 120 * USEC_PER_SEC);
+    if (r < 0) {
+        goto out;
+    }
+    r = fsync(fd) < 0 ? -errno : 0;
+    if (r >= 0 && shared) {
+        mfd = open(mem_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        r = mfd < 0 ? -errno : copy_memory_sparse(vm->memory_fd, mfd, vm->memory_bytes);
+        if (r >= 0) {
+            r = fsync(mfd) < 0 ? -errno : 0;
+        }
+        if (r >= 0) {
+            r = NERRNO(rename(mem_tmp, mem));
+        }
+    }
+    if (r >= 0) {
+        r = NERRNO(rename(state_tmp, state));
+    }
+    if (r >= 0) {
+        r = fsync_path_dir(dir);
+    }
+out:
+    if (fd_given) {
+        (void)qmp_execute(q, "closefd", json_pack("{s:s}", "fdname", "snapshot"), NULL);
+    }
+    if (r < 0) {
+        (void)unlink(state_tmp);
+        (void)unlink(mem_tmp);
+    }
+    close_safe(fd);
+    close_safe(mfd);
+    json_decref(status);
+    qmp_close(q);
+    return r;
 }
 
 static int qemu_restore(const struct runtime_config *cfg, const char *dir, struct runtime_vm **ret)
 {
-    return -EOPNOTSUPP;
+    char qmp_path[PATH_MAX], state[PATH_MAX], mem[PATH_MAX], uri[32];
+    struct qemu_vm *vm = NULL;
+    struct qmp *q = NULL;
+    int fd = -EBADF;
+    int r;
+
+    if (path_in(state, sizeof(state), dir, "vmstate") < 0 ||
+        path_in(mem, sizeof(mem), dir, "memory") < 0 ||
+        path_in(qmp_path, sizeof(qmp_path), cfg->dir, "qmp.sock") < 0) {
+        return -ENAMETOOLONG;
+    }
+    /* RAM either comes in the stream or is the memory image already mapped: a mismatch
+     * would hand the guest zeroed RAM. */
+    bool has_memory = access(mem, F_OK) == 0;
+    if (has_memory != (cfg->memory == RUNTIME_MEMORY_PRIVATE) ||
+        cfg->memory == RUNTIME_MEMORY_SHARED) {
+        return -EINVAL;
+    }
+    fd = open(state, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    r = qemu_spawn(cfg, fd, &vm);
+    if (r < 0) {
+        goto out;
+    }
+    r = qmp_open(qmp_path, QMP_TIMEOUT, &q);
+    if (r >= 0) {
+        r = qemu_migration_setup(q, has_memory);
+    }
+    if (r >= 0) {
+        /* fd: with a number is the descriptor QEMU inherited (qemu_spawn keeps numbers). */
+        snprintf(uri, sizeof(uri), "fd:%d", fd);
+        r = qmp_execute(q, "migrate-incoming", json_pack("{s:s}", "uri", uri), NULL);
+    }
+    if (r >= 0) {
+        r = qemu_migration_wait(vm, q, 120 * USEC_PER_SEC);
+    }
+    if (r < 0) {
+        (void)qemu_stop(&vm->base);
+        qemu_free(&vm->base);
+        goto out;
+    }
+    *ret = &vm->base;
+out:
+    qmp_close(q);
+    close_safe(fd);
+    return r;
 }
 
 /* Waits until the process behind pidfd has exited, up to timeout. */
@@ -690,6 +1075,7 @@ static void qemu_free(struct runtime_vm *base)
 {
     struct qemu_vm *vm = (struct qemu_vm *)base;
     close_safe(vm->pidfd);
+    close_safe(vm->memory_fd);
     free(vm);
 }
 

@@ -73,6 +73,12 @@ int runtime_snapshot(struct runtime_vm *vm, const char *dir)
     return vm->ops->snapshot(vm, dir);
 }
 
+int runtime_restore(const struct runtime_ops *ops, const struct runtime_config *cfg,
+                    const char *dir, struct runtime_vm **ret)
+{
+    return ops->restore(cfg, dir, ret);
+}
+
 int runtime_stop(struct runtime_vm *vm)
 {
     return vm->ops->stop(vm);

@@ -24,6 +24,25 @@ struct runtime_vm {
 
 enum runtime_accel { RUNTIME_ACCEL_AUTO, RUNTIME_ACCEL_KVM, RUNTIME_ACCEL_TCG };
 
+/*
+ * Where guest RAM lives (architecture.md "Fast create"). QEMU never opens a
+ * host path for it: the runtime hands it a memfd.
+ *   ANONYMOUS  ordinary private RAM; a snapshot carries it in dir/vmstate.
+ *   SHARED     a fresh memfd mapped shared; a snapshot writes it to dir/memory
+ *              and leaves it out of dir/vmstate (x-ignore-shared). For template
+ *              snapshots: the VM must never run again after its snapshot.
+ *   PRIVATE    a copy-on-write (MAP_PRIVATE) mapping of cfg->memory_fd, a
+ *              sealed memfd holding a template snapshot's dir/memory
+ *              (snapshot_memory_fd()): restores of one snapshot share its pages
+ *              until they write them.
+ */
+enum runtime_memory { RUNTIME_MEMORY_ANONYMOUS, RUNTIME_MEMORY_SHARED, RUNTIME_MEMORY_PRIVATE };
+
+/* QEMU's TCG translation buffer (-accel tcg,tb-size=), MiB. QEMU's own default is 1 GiB
+ * per VM, which many small guests cannot afford; docs/performance.md "Fast create" has
+ * the measurement behind this value. */
+#define RUNTIME_TB_SIZE_DEFAULT_MIB 64
+
 const char *runtime_accel_to_string(enum runtime_accel a);
 int runtime_accel_from_string(const char *s);
 
@@ -44,6 +63,9 @@ struct runtime_config {
     unsigned memory_mib;
     size_t console_log_max;   /* cap of console.log in bytes; 0: CONSOLE_LOG_MAX_DEFAULT */
     enum runtime_accel accel; /* resolved: KVM or TCG, never AUTO */
+    enum runtime_memory memory;
+    int memory_fd;        /* PRIVATE only: the image to map (borrowed; QEMU reopens it) */
+    unsigned tb_size_mib; /* TCG only; 0: RUNTIME_TB_SIZE_DEFAULT_MIB */
     /* attach() only: the VMM the instance record names (0: fall back to the runtime's
      * own pidfile, for a crash before the record had it). */
     pid_t pid;
@@ -59,7 +81,13 @@ struct runtime_ops {
     int (*attach)(const struct runtime_config *cfg, struct runtime_vm **ret);
     int (*pause)(struct runtime_vm *vm);
     int (*resume)(struct runtime_vm *vm);
+    /* vm must be paused. Writes dir/vmstate (and dir/memory for SHARED RAM), each fsync'd,
+     * and fsyncs dir: 0 only when the snapshot is durable. The VM stays paused. */
     int (*snapshot)(struct runtime_vm *vm, const char *dir);
+    /* Starts a fresh VMM from dir (a snapshot() of a VM with the same vcpus, memory size
+     * and devices) and returns with it loaded and paused: the caller attaches whatever
+     * it needs, resumes and re-identifies the guest. A dir/memory snapshot needs
+     * cfg->memory PRIVATE, one without needs ANONYMOUS. */
     int (*restore)(const struct runtime_config *cfg, const char *dir, struct runtime_vm **ret);
     /* Stops the VMM for good and waits until its process is gone. */
     int (*stop)(struct runtime_vm *vm);
@@ -83,6 +111,8 @@ int runtime_attach(const struct runtime_ops *ops, const struct runtime_config *c
 int runtime_pause(struct runtime_vm *vm);
 int runtime_resume(struct runtime_vm *vm);
 int runtime_snapshot(struct runtime_vm *vm, const char *dir);
+int runtime_restore(const struct runtime_ops *ops, const struct runtime_config *cfg,
+                    const char *dir, struct runtime_vm **ret);
 int runtime_stop(struct runtime_vm *vm);
 int runtime_connect(struct runtime_vm *vm, uint16_t port, usec_t timeout, int *ret_fd);
 bool runtime_alive(struct runtime_vm *vm);

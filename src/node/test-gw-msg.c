@@ -143,13 +143,18 @@ static void test_audit(void **state)
         "{\"bytesIn\":-1},"
         "{\"verdict\":\"maybe\"},"
         "{\"name\":7},"
+        "{\"secret\":\"gh,\"},"
+        "{\"secret\":\"Bearer ghp_x\"},"
+        "{\"sandbox\":\"" SB "\",\"proto\":\"tls\",\"secret\":\"gh,npm_2\"},"
         "42"
         "]}";
 
     assert_int_equal(parse(batch, &m), 0);
     assert_int_equal(m.type, GW_MSG_AUDIT);
-    assert_int_equal(json_array_size(m.records), 2);
-    assert_int_equal(m.bad_records, 7);
+    assert_int_equal(json_array_size(m.records), 3);
+    assert_int_equal(m.bad_records, 9);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(m.records, 2), "secret")),
+                        "gh,npm_2");
     json_t *r0 = json_array_get(m.records, 0);
     assert_string_equal(json_string_value(json_object_get(r0, "sni")), "a.test");
     assert_int_equal(json_integer_value(json_object_get(r0, "port")), 443);

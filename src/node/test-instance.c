@@ -180,7 +180,28 @@ static void test_reattach_verdict(void **state)
     p.netns_exists = false;
     assert_int_equal(instance_reattach_verdict(&rec, &p, NULL), INSTANCE_DESTROY);
 
-    const enum vm_state unfinished[] = { VM_CREATING, VM_STOPPING, VM_STOPPED };
+    /* A paused VM is settled: a node restarted while it was paused finds it paused. */
+    struct instance_record paused = running();
+    paused.state = VM_PAUSED;
+    assert_int_equal(instance_reattach_verdict(&paused, &ok, NULL), INSTANCE_REATTACH);
+
+    /* Suspended: kept when its snapshot and netns are there, whatever the pid says. */
+    struct instance_record susp = running();
+    struct instance_probe sp = ok;
+    susp.state = VM_SUSPENDED;
+    susp.pid = 0;
+    sp.process_exists = false;
+    sp.snapshot_exists = true;
+    assert_int_equal(instance_reattach_verdict(&susp, &sp, &why), INSTANCE_REATTACH);
+    sp.snapshot_exists = false;
+    assert_int_equal(instance_reattach_verdict(&susp, &sp, &why), INSTANCE_DESTROY);
+    assert_string_equal(why, "it was suspended but its snapshot is gone");
+    sp.snapshot_exists = true;
+    sp.netns_exists = false;
+    assert_int_equal(instance_reattach_verdict(&susp, &sp, NULL), INSTANCE_DESTROY);
+
+    const enum vm_state unfinished[] = { VM_CREATING, VM_STOPPING,   VM_STOPPED,  VM_PAUSING,
+                                         VM_RESUMING, VM_SUSPENDING, VM_RESTORING };
     for (size_t i = 0; i < sizeof(unfinished) / sizeof(unfinished[0]); i++) {
         struct instance_record r = running();
         r.state = unfinished[i];

@@ -47,8 +47,12 @@ static void test_future_rows(void **state)
     assert_true(vm_state_can_transition(VM_PAUSED, VM_STOPPING));
     assert_true(vm_state_can_transition(VM_RUNNING, VM_SUSPENDING));
     assert_true(vm_state_can_transition(VM_SUSPENDING, VM_SUSPENDED));
-    assert_true(vm_state_can_transition(VM_SUSPENDED, VM_RESUMING));
-    assert_false(vm_state_can_transition(VM_PAUSED, VM_RUNNING)); /* only through resuming */
+    assert_true(vm_state_can_transition(VM_SUSPENDED, VM_RESTORING));
+    assert_true(vm_state_can_transition(VM_RESTORING, VM_RUNNING));
+    assert_true(vm_state_can_transition(VM_RESTORING, VM_SUSPENDED)); /* a failed restore */
+    assert_true(vm_state_can_transition(VM_SUSPENDED, VM_STOPPING));
+    assert_false(vm_state_can_transition(VM_SUSPENDED, VM_RESUMING)); /* no VMM to resume */
+    assert_false(vm_state_can_transition(VM_PAUSED, VM_RUNNING));     /* only through resuming */
     assert_false(vm_state_can_transition(VM_SUSPENDED, VM_RUNNING));
 }
 
@@ -75,8 +79,8 @@ static void test_terminal_and_transitional(void **state)
         }
         assert_true(reach[VM_STOPPED]);
     }
-    const enum vm_state busy[] = { VM_CREATING, VM_STOPPING, VM_PAUSING, VM_RESUMING,
-                                   VM_SUSPENDING };
+    const enum vm_state busy[] = { VM_CREATING, VM_STOPPING,   VM_PAUSING,
+                                   VM_RESUMING, VM_SUSPENDING, VM_RESTORING };
     for (size_t i = 0; i < sizeof(busy) / sizeof(busy[0]); i++) {
         assert_true(vm_state_is_transitional(busy[i]));
     }

@@ -22,7 +22,8 @@ static const struct {
     [VM_PAUSED] = { "paused", false, S(VM_RESUMING) | S(VM_STOPPING) },
     [VM_RESUMING] = { "resuming", true, S(VM_RUNNING) | S(VM_PAUSED) },
     [VM_SUSPENDING] = { "suspending", true, S(VM_SUSPENDED) | S(VM_RUNNING) },
-    [VM_SUSPENDED] = { "suspended", false, S(VM_RESUMING) | S(VM_STOPPING) },
+    [VM_SUSPENDED] = { "suspended", false, S(VM_RESTORING) | S(VM_STOPPING) },
+    [VM_RESTORING] = { "restoring", true, S(VM_RUNNING) | S(VM_SUSPENDED) },
 };
 
 static bool state_valid(enum vm_state s)

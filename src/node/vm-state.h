@@ -12,8 +12,9 @@
  *   pausing      paused | running           (pause issue)
  *   paused       resuming | stopping
  *   resuming     running | paused
- *   suspending   suspended | running        (suspend issue: snapshot to disk)
- *   suspended    resuming | stopping
+ *   suspending   suspended | running        suspend job: snapshot to disk, VMM stopped
+ *   suspended    restoring | stopping       no VMM; the snapshot and the disk stay
+ *   restoring    running | suspended        restore job (suspended: it failed)
  *   stopped      -                          terminal: the VM is gone
  *
  * Strings exist only at the boundaries (the node API, instance.json).
@@ -30,6 +31,7 @@ enum vm_state {
     VM_RESUMING,
     VM_SUSPENDING,
     VM_SUSPENDED,
+    VM_RESTORING,
     _VM_STATE_MAX,
     _VM_STATE_INVALID = -22,
 };

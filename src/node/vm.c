@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/base64.h"
@@ -31,9 +32,11 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/proc-util.h"
+#include "basic/random-util.h"
 #include "basic/strbuf.h"
 #include "node/clone.h"
 #include "node/netslot.h"
+#include "node/snapshot.h"
 #include "shared/connect.h"
 #include "shared/http-client.h"
 
@@ -131,17 +134,8 @@ int vm_save_record(const struct vm_host *host, const struct instance_record *rec
     return r;
 }
 
-/* Fills a runtime config whose strings live in the caller's buffers. */
-struct vm_paths {
-    char dir[PATH_MAX];
-    char kernel[PATH_MAX + 16];
-    char initrd[PATH_MAX + 16];
-    char rootfs[PATH_MAX + 16];
-    char netns[PATH_MAX];
-};
-
-static int vm_runtime_config(const struct vm_host *host, const struct instance_record *rec,
-                             bool need_template, struct vm_paths *p, struct runtime_config *cfg)
+int vm_runtime_config(const struct vm_host *host, const struct instance_record *rec,
+                      bool need_template, struct vm_paths *p, struct runtime_config *cfg)
 {
     char tdir[PATH_MAX];
     int r;
@@ -286,12 +280,6 @@ static int vm_agent_init(struct runtime_vm *rt, const char *body, char **ret_err
     return vm_agent_request(rt, &req, 2 * USEC_PER_SEC, 10 * USEC_PER_SEC, ret_error);
 }
 
-/* POST /init to the agent: sandbox env, access token, default user, clock (envd's /init). */
-static int vm_post_init(const struct vm *vm, struct runtime_vm *rt, char **ret_error)
-{
-    return vm_agent_init(rt, vm->init_json, ret_error);
-}
-
 int vm_send_init(const struct vm *vm, const char *body, char **ret_error)
 {
     if (!vm->rt) {
@@ -353,9 +341,60 @@ static int vm_wait_ready(const struct vm_host *host, struct runtime_vm *rt)
     }
 }
 
-int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret)
+/*
+ * The re-identification of a guest (architecture.md "Fast create"): vm's own
+ * /init fields (env, access token, default user) plus what makes it this
+ * sandbox and no other, even when it is the n-th restore of one snapshot:
+ * hostname, machine-id, fresh entropy the agent mixes into the guest CRNG and
+ * reseeds it with, and the host's clock. Caller frees.
+ */
+static char *vm_identity_json(const struct vm *vm)
+{
+    char machine_id[33], stamp[64], entropy_b64[128];
+    unsigned char entropy[64];
+    struct timespec now;
+    struct tm tm;
+    json_error_t err;
+    json_t *j = vm->init_json ? json_loads(vm->init_json, 0, &err) : json_object();
+    char *text = NULL;
+
+    if (!json_is_object(j) || random_hex(machine_id, 16) < 0 ||
+        random_bytes(entropy, sizeof(entropy)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    base64_encode(entropy, sizeof(entropy), entropy_b64);
+    explicit_bzero(entropy, sizeof(entropy));
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    size_t n = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(stamp + n, sizeof(stamp) - n, ".%06ldZ", now.tv_nsec / 1000);
+    const char *hostname = vm->rec.sandbox_id[0] ? vm->rec.sandbox_id : vm->rec.iid;
+    if (json_object_set_new(j, "hostname", json_string(hostname)) < 0 ||
+        json_object_set_new(j, "machineId", json_string(machine_id)) < 0 ||
+        json_object_set_new(j, "entropy", json_string(entropy_b64)) < 0 ||
+        json_object_set_new(j, "timestamp", json_string(stamp)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    explicit_bzero(entropy_b64, sizeof(entropy_b64));
+    return text;
+}
+
+enum create_mode {
+    CREATE_BOOT,    /* cold boot: a kernel boots */
+    CREATE_RESTORE, /* restore of the template's snapshot (snapshot.h) */
+    CREATE_SOURCE,  /* cold boot with shared RAM, no /init, never marked running: the
+                       VM a template snapshot is taken of (snapshot.c) */
+};
+
+static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum create_mode mode,
+                          struct snapshot *snap, struct vm_create_result *ret)
 {
     struct instance_record rec = vm->rec; /* this job's copy: the loop owns vm->rec */
+    char *identity = NULL;
     struct runtime_config cfg;
     struct vm_paths p = { .dir = "" };
     char tdir[PATH_MAX], src[PATH_MAX + 16];
@@ -370,6 +409,12 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     r = vm_runtime_config(host, &rec, true, &p, &cfg);
     if (r < 0) {
         goto fail;
+    }
+    if (mode == CREATE_RESTORE) {
+        cfg.memory = RUNTIME_MEMORY_PRIVATE;
+        cfg.memory_fd = snapshot_memory_fd(snap);
+    } else if (mode == CREATE_SOURCE) {
+        cfg.memory = RUNTIME_MEMORY_SHARED;
     }
     step = "make instance directory";
     r = mkdir_p(p.dir, 0700);
@@ -389,7 +434,9 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     if (r < 0) {
         goto fail;
     }
-    snprintf(src, sizeof(src), "%s/rootfs.ext4", tdir);
+    /* A restore continues from the disk as it was when its snapshot was taken. */
+    snprintf(src, sizeof(src), "%s/rootfs.ext4",
+             mode == CREATE_RESTORE ? snapshot_dir(snap) : tdir);
     r = clone_file(src, p.rootfs, &reflinked);
     if (r >= 0) {
         r = fault_point("create.clone");
@@ -414,9 +461,16 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     }
     ret->timing.network = now_monotonic() - t;
 
-    step = "start vmm";
+    step = mode == CREATE_RESTORE ? "restore vmm" : "start vmm";
     t = now_monotonic();
-    r = runtime_boot(host->runtime, &cfg, &rt);
+    r = mode == CREATE_RESTORE ? runtime_restore(host->runtime, &cfg, snapshot_dir(snap), &rt)
+                               : runtime_boot(host->runtime, &cfg, &rt);
+    if (r >= 0 && mode == CREATE_RESTORE) {
+        r = fault_point("create.restore");
+    }
+    if (r < 0 && mode == CREATE_RESTORE) {
+        ret->snapshot_suspect = true;
+    }
     if (r >= 0) {
         r = fault_point("create.vmm");
     }
@@ -439,7 +493,13 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
 
     step = "wait for agent";
     t = now_monotonic();
-    r = vm_wait_ready(host, rt);
+    r = mode == CREATE_RESTORE ? runtime_resume(rt) : 0;
+    if (r >= 0) {
+        r = vm_wait_ready(host, rt);
+    }
+    if (r < 0 && mode == CREATE_RESTORE) {
+        ret->snapshot_suspect = true;
+    }
     if (r >= 0) {
         r = fault_point("create.ready");
     }
@@ -448,21 +508,27 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     }
     ret->timing.boot = now_monotonic() - t;
 
-    if (vm->init_json) {
+    if (mode != CREATE_SOURCE) {
+        /* Every sandbox, booted or restored, gets its own identity (vm_identity_json()). */
         step = "initialise agent";
-        r = vm_post_init(vm, rt, &agent_error);
+        identity = vm_identity_json(vm);
+        r = identity ? vm_agent_init(rt, identity, &agent_error) : -ENOMEM;
         if (r >= 0) {
             r = fault_point("create.init");
         }
         if (r < 0) {
             goto fail;
         }
-        init_json_ca(vm->init_json, rec.ca_given); /* the agent has it now */
+        if (vm->init_json) {
+            init_json_ca(vm->init_json, rec.ca_given); /* the agent has it now */
+        }
     }
     ret->timing.total = now_monotonic() - t0;
+    ret->timing.restored = mode == CREATE_RESTORE;
 
-    /* Durable first: the loop marks the vm running only after this is on disk. */
-    rec.state = VM_RUNNING;
+    /* Durable first: the loop marks the vm running only after this is on disk. A
+     * snapshot source stays CREATING: a node that crashes before it is done removes it. */
+    rec.state = mode == CREATE_SOURCE ? VM_CREATING : VM_RUNNING;
     r = vm_save_record(host, &rec);
     if (r >= 0) {
         r = fault_point("create.running");
@@ -474,9 +540,11 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
     ret->rt = rt;
     ret->pid = rec.pid;
     ret->pid_start_time = rec.pid_start_time;
+    free(identity);
     return 0;
 
 fail:;
+    free(identity);
     struct strbuf sb = STRBUF_INIT;
     char *console = file_tail(p.dir, "console.log", 2048);
     char *qemu = file_tail(p.dir, "qemu.log", 1024);
@@ -501,6 +569,34 @@ fail:;
     }
     (void)vm_destroy(host, vm);
     return r;
+}
+
+int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret)
+{
+    struct snapshot *snap = NULL;
+
+    if (!vm->cold_boot &&
+        snapshot_get(host, vm->rec.template_name, vm->rec.vcpus, vm->rec.memory_mib, &snap) == 0) {
+        int r = vm_create_with(host, vm, CREATE_RESTORE, snap, ret);
+        if (r >= 0) {
+            snapshot_unref(snap);
+            return r;
+        }
+        /* Everything the restore made is gone again (vm_create_with() cleans up). */
+        log_sandbox_warning(vm->rec.iid, "restore from snapshot '%s' failed, cold booting: %s",
+                            snapshot_dir(snap), ret->error ? ret->error : strerror(-r));
+        if (ret->snapshot_suspect) {
+            snapshot_suspect(snap);
+        }
+        snapshot_unref(snap);
+        free(ret->error);
+    }
+    return vm_create_with(host, vm, CREATE_BOOT, NULL, ret);
+}
+
+int vm_create_source(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret)
+{
+    return vm_create_with(host, vm, CREATE_SOURCE, NULL, ret);
 }
 
 int vm_destroy(const struct vm_host *host, const struct vm *vm)
@@ -843,6 +939,43 @@ static int vm_load(const struct vm_host *host, const char *iid, struct vm **ret,
     return 0;
 }
 
+static int instance_path(const struct vm_host *host, const char *iid, const char *name, char *buf,
+                         size_t n);
+#define SUSPEND_NEW "suspend.new"
+
+/*
+ * A suspended instance has no VMM. One its record still names is a leftover (a crash
+ * between the record and the stop of a suspend, or in a restore before it recorded
+ * running): the snapshot is durable, so it is stopped, and so is anything else running
+ * as the slot's uid (a restore's VMM spawned before its pid was recorded).
+ */
+static void vm_reconcile_suspended(const struct vm_host *host, struct vm *vm)
+{
+    struct instance_record *rec = &vm->rec;
+    struct runtime_config cfg;
+    struct runtime_vm *rt = NULL;
+    struct vm_paths p;
+    unsigned slot, n = 0;
+
+    if (rec->pid > 1 && vm_runtime_config(host, rec, false, &p, &cfg) >= 0 &&
+        runtime_attach(host->runtime, &cfg, &rt) >= 0) {
+        log_sandbox_info(rec->sandbox_id,
+                         "stopping the leftover VMM (pid %d) of suspended "
+                         "instance %s",
+                         (int)rec->pid, rec->iid);
+        (void)runtime_stop(rt);
+    }
+    runtime_vm_free(rt);
+    if (netslot_slot(rec->iid, &slot) >= 0) {
+        (void)proc_kill_uid(NETSLOT_UID_BASE + slot, SIGKILL, &n);
+    }
+    if (rec->pid) {
+        rec->pid = 0;
+        rec->pid_start_time = 0;
+        (void)vm_save_record(host, rec);
+    }
+}
+
 int vm_reconcile(const struct vm_host *host, vm_adopt_cb cb, void *userdata)
 {
     char path[PATH_MAX];
@@ -879,11 +1012,29 @@ int vm_reconcile(const struct vm_host *host, vm_adopt_cb cb, void *userdata)
             close_safe(pidfd);
         }
         probe.netns_exists = netslot_exists(rec->iid);
-        if (instance_reattach_verdict(rec, &probe, &reason) == INSTANCE_REATTACH &&
-            vm_runtime_config(host, rec, false, &p, &cfg) >= 0 &&
+        char snap[PATH_MAX], tmp[PATH_MAX];
+        probe.snapshot_exists = vm_suspend_dir(host, rec->iid, snap, sizeof(snap)) >= 0 &&
+                                access(snap, R_OK | X_OK) == 0;
+        enum instance_verdict verdict = instance_reattach_verdict(rec, &probe, &reason);
+        if (instance_path(host, rec->iid, SUSPEND_NEW, tmp, sizeof(tmp)) >= 0) {
+            (void)rm_rf(tmp); /* an interrupted suspend's: never named, never used */
+        }
+        if (verdict == INSTANCE_REATTACH && rec->state == VM_SUSPENDED) {
+            vm_reconcile_suspended(host, vm);
+            log_sandbox_info(rec->sandbox_id, "kept suspended instance %s", rec->iid);
+            cb(vm, userdata);
+            continue;
+        }
+        if (verdict == INSTANCE_REATTACH && vm_runtime_config(host, rec, false, &p, &cfg) >= 0 &&
             runtime_attach(host->runtime, &cfg, &vm->rt) >= 0 && runtime_alive(vm->rt)) {
-            log_sandbox_info(rec->sandbox_id, "re-attached to running instance %s (pid %d)",
-                             rec->iid, (int)runtime_pid(vm->rt));
+            /* The record is the truth: one that says running gets its vCPUs (a crash of a
+             * pause or suspend before it recorded left them stopped); cont is harmless on
+             * a running VM. A paused one stays paused. */
+            if (rec->state == VM_RUNNING) {
+                (void)runtime_resume(vm->rt);
+            }
+            log_sandbox_info(rec->sandbox_id, "re-attached to %s instance %s (pid %d)",
+                             vm_state_to_string(rec->state), rec->iid, (int)runtime_pid(vm->rt));
             cb(vm, userdata);
             continue;
         }
@@ -894,4 +1045,348 @@ int vm_reconcile(const struct vm_host *host, vm_adopt_cb cb, void *userdata)
     }
     closedir(d);
     return 0;
+}
+
+/* ---- pause / resume (memory stays resident) ---- */
+
+/* "2026-12-02T03:14:05.123456Z": the agent's /init timestamp (state_parse_rfc3339()). */
+static void format_rfc3339(usec_t t, char out[40])
+{
+    time_t s = (time_t)(t / USEC_PER_SEC);
+    struct tm tm;
+
+    gmtime_r(&s, &tm);
+    snprintf(out, 40, "%04d-%02d-%02dT%02d:%02d:%02d.%06uZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(t % USEC_PER_SEC));
+}
+
+int vm_pause(const struct vm_host *host, const struct vm *vm)
+{
+    struct instance_record rec = vm->rec; /* this job's copy: the loop owns vm->rec */
+    int r;
+
+    if (!vm->rt) {
+        return -ENOENT;
+    }
+    /* QMP stop is idempotent: a re-run after a crash between it and the save finds the
+     * vCPUs stopped already and only writes the record. */
+    r = runtime_pause(vm->rt);
+    if (r >= 0) {
+        r = fault_point("pause.stopped");
+    }
+    if (r < 0) {
+        return r;
+    }
+    /* Durable before the loop calls it paused: a node restarted now re-attaches it paused. */
+    rec.state = VM_PAUSED;
+    r = vm_save_record(host, &rec);
+    if (r < 0) {
+        /* Not recorded: give the guest its vCPUs back so record and VM agree. */
+        (void)runtime_resume(vm->rt);
+    }
+    return r;
+}
+
+char *vm_clock_init_body(const struct instance_record *rec, usec_t now)
+{
+    char ts[40];
+    json_t *j;
+    char *text;
+
+    format_rfc3339(now, ts);
+    j = json_pack("{s:s}", "timestamp", ts);
+    /* The agent takes an /init only from a caller that proves its token. */
+    if (j && rec->access_token[0] &&
+        json_object_set_new(j, "accessToken", json_string(rec->access_token)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return text;
+}
+
+int vm_resume(const struct vm_host *host, const struct vm *vm, char **ret_error)
+{
+    struct instance_record rec = vm->rec;
+    char *body = NULL;
+    int r;
+
+    if (!vm->rt) {
+        return -ENOENT;
+    }
+    r = runtime_resume(vm->rt);
+    if (r >= 0) {
+        r = fault_point("resume.cont");
+    }
+    if (r < 0) {
+        return r;
+    }
+    /*
+     * The guest's clock stood still while it was stopped (TCG and KVM alike: the guest
+     * sees no time pass): step it to ours, as envd's /init after a resume does. A guest
+     * that does not answer is still running; its clock is the only thing off, so it is
+     * logged, not undone.
+     */
+    body = vm_clock_init_body(&rec, now_realtime());
+    if (!body) {
+        r = -ENOMEM;
+    } else {
+        r = vm_agent_init(vm->rt, body, ret_error);
+    }
+    free(body);
+    if (r < 0) {
+        log_sandbox_warning_errno(rec.sandbox_id, r,
+                                  "instance %s resumed, but its clock was not re-synced: %s%m",
+                                  rec.iid, ret_error && *ret_error ? *ret_error : "");
+    }
+    rec.state = VM_RUNNING;
+    return vm_save_record(host, &rec);
+}
+
+/* ---- suspend / restore (memory and devices to disk, the VMM released) ---- */
+
+#define SUSPEND_DIR "suspend"
+
+static int instance_path(const struct vm_host *host, const char *iid, const char *name, char *buf,
+                         size_t n)
+{
+    char dir[PATH_MAX];
+    int r = vm_instance_dir(host, iid, dir, sizeof(dir));
+    if (r < 0) {
+        return r;
+    }
+    return snprintf(buf, n, "%s/%s", dir, name) >= (int)n ? -ENAMETOOLONG : 0;
+}
+
+int vm_suspend_dir(const struct vm_host *host, const char *iid, char *buf, size_t n)
+{
+    return instance_path(host, iid, SUSPEND_DIR, buf, n);
+}
+
+static int fsync_path(const char *path, int flags)
+{
+    int fd = open(path, flags | O_CLOEXEC);
+    int r;
+
+    if (fd < 0) {
+        return -errno;
+    }
+    r = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return r;
+}
+
+/* A suspend snapshot carries the guest's RAM in its vmstate: restored into ordinary
+ * private memory. */
+static void vm_restore_config(struct runtime_config *cfg)
+{
+    (void)cfg;
+}
+
+static int vm_runtime_restore(const struct vm_host *host, const struct runtime_config *cfg,
+                              const char *dir, struct runtime_vm **ret)
+{
+    return host->runtime->restore(cfg, dir, ret);
+}
+
+int vm_suspend(const struct vm_host *host, const struct vm *vm, char **ret_error)
+{
+    struct instance_record rec = vm->rec;
+    char dir[PATH_MAX], snap[PATH_MAX], tmp[PATH_MAX], disk[PATH_MAX];
+    const char *step = "pause";
+    int r;
+
+    if (!vm->rt) {
+        return -ENOENT;
+    }
+    r = vm_instance_dir(host, rec.iid, dir, sizeof(dir));
+    if (r >= 0) {
+        r = vm_suspend_dir(host, rec.iid, snap, sizeof(snap));
+    }
+    if (r >= 0) {
+        r = instance_path(host, rec.iid, SUSPEND_NEW, tmp, sizeof(tmp));
+    }
+    if (r >= 0) {
+        r = instance_path(host, rec.iid, "rootfs.ext4", disk, sizeof(disk));
+    }
+    if (r < 0) {
+        return r;
+    }
+    /* Frozen first: memory, devices and disk then describe one instant. */
+    r = runtime_pause(vm->rt);
+    if (r < 0) {
+        goto fail;
+    }
+    /*
+     * Written aside and renamed into place: a crash at any point before the record says
+     * suspended leaves the VM as it was (the record says running; a restarted node
+     * resumes its vCPUs and drops suspend.new), and no half-written snapshot is ever
+     * named `suspend`.
+     */
+    step = "write the snapshot";
+    (void)rm_rf(tmp);
+    r = mkdir(tmp, 0700) < 0 ? -errno : 0;
+    if (r >= 0) {
+        r = runtime_snapshot(vm->rt, tmp);
+    }
+    if (r >= 0) {
+        r = fault_point("suspend.snapshot");
+    }
+    if (r >= 0) {
+        /* QEMU flushed its block layer at the stop; the host's cache goes to the disk too,
+         * so the clone is as durable as the snapshot that goes with it. */
+        step = "sync the disk";
+        r = fsync_path(disk, O_RDONLY);
+    }
+    if (r < 0) {
+        goto fail;
+    }
+    step = "publish the snapshot";
+    (void)rm_rf(snap); /* the record says running: anything there is stale */
+    r = rename(tmp, snap) < 0 ? -errno : 0;
+    if (r >= 0) {
+        r = fsync_path(dir, O_RDONLY | O_DIRECTORY);
+    }
+    if (r >= 0) {
+        r = fault_point("suspend.published");
+    }
+    if (r < 0) {
+        goto fail;
+    }
+    /* The commit point. The VMM's pid stays in the record until it is gone, so a crash
+     * before the stop leaves a process the next start knows to stop. */
+    step = "save the record";
+    rec.state = VM_SUSPENDED;
+    r = vm_save_record(host, &rec);
+    if (r >= 0) {
+        r = fault_point("suspend.recorded");
+    }
+    if (r < 0) {
+        goto fail;
+    }
+    r = runtime_stop(vm->rt);
+    if (r < 0) {
+        /* Suspended all the same: the snapshot is durable; the kill or the next start's
+         * reconcile stops the leftover. */
+        log_sandbox_warning_errno(
+            rec.sandbox_id, r, "instance %s is suspended, but its VMM did not stop: %m", rec.iid);
+    }
+    rec.pid = 0;
+    rec.pid_start_time = 0;
+    (void)vm_save_record(host, &rec);
+    return 0;
+fail:
+    if (ret_error) {
+        free(*ret_error);
+        *ret_error = NULL;
+        if (asprintf(ret_error, "%s failed: %s", step, strerror(-r)) < 0) {
+            *ret_error = NULL;
+        }
+    }
+    /* Nothing was committed: back to running, as before the call. */
+    (void)rm_rf(tmp);
+    rec.state = VM_RUNNING;
+    (void)vm_save_record(host, &rec);
+    (void)runtime_resume(vm->rt);
+    return r;
+}
+
+int vm_restore(const struct vm_host *host, const struct vm *vm, struct vm_restore_result *ret)
+{
+    struct instance_record rec = vm->rec;
+    struct runtime_config cfg;
+    struct vm_paths p = { .dir = "" };
+    char snap[PATH_MAX], *body = NULL;
+    struct runtime_vm *rt = NULL;
+    const char *step = "prepare";
+    usec_t t0 = now_monotonic();
+    int r;
+
+    *ret = (struct vm_restore_result){ 0 };
+    r = vm_runtime_config(host, &rec, true, &p, &cfg);
+    if (r >= 0) {
+        r = vm_suspend_dir(host, rec.iid, snap, sizeof(snap));
+    }
+    if (r >= 0 && access(snap, R_OK | X_OK) < 0) {
+        r = -errno;
+    }
+    if (r < 0) {
+        goto fail;
+    }
+    vm_restore_config(&cfg);
+    /* Kept across the suspend; made again if something removed it. Idempotent. */
+    step = "create network";
+    r = netslot_create(rec.iid);
+    if (r < 0) {
+        goto fail;
+    }
+    step = "start vmm from the snapshot";
+    r = vm_runtime_restore(host, &cfg, snap, &rt);
+    if (r >= 0) {
+        r = fault_point("restore.vmm");
+    }
+    if (r < 0) {
+        goto fail;
+    }
+    ret->timing.vmm = now_monotonic() - t0;
+    /* Still suspended, with the new VMM named: a crash from here on leaves a record whose
+     * process the next start stops, and the snapshot it can restore again. */
+    step = "save instance record";
+    rec.pid = runtime_pid(rt);
+    r = runtime_process_start_time(rec.pid, &rec.pid_start_time);
+    if (r >= 0) {
+        r = vm_save_record(host, &rec);
+    }
+    if (r < 0) {
+        goto fail;
+    }
+    step = "resume";
+    r = runtime_resume(rt);
+    if (r < 0) {
+        goto fail;
+    }
+    /* The clock stood still since the suspend: step it (as after a resume). */
+    body = vm_clock_init_body(&rec, now_realtime());
+    r = body ? vm_agent_init(rt, body, &ret->error) : -ENOMEM;
+    free(body);
+    if (r < 0) {
+        log_sandbox_warning_errno(rec.sandbox_id, r,
+                                  "instance %s restored, but its clock was not re-synced: %s",
+                                  rec.iid, ret->error ? ret->error : strerror(-r));
+    }
+    step = "save state";
+    rec.state = VM_RUNNING;
+    r = vm_save_record(host, &rec);
+    if (r >= 0) {
+        r = fault_point("restore.running");
+    }
+    if (r < 0) {
+        goto fail;
+    }
+    /* The guest runs on from it: the snapshot no longer matches the disk. */
+    (void)rm_rf(snap);
+    ret->timing.total = now_monotonic() - t0;
+    ret->rt = rt;
+    ret->pid = rec.pid;
+    ret->pid_start_time = rec.pid_start_time;
+    return 0;
+fail:;
+    char *qemu = p.dir[0] ? file_tail(p.dir, "qemu.log", 1024) : NULL;
+    free(ret->error);
+    if (asprintf(&ret->error, "%s failed: %s%s%s", step, strerror(-r),
+                 qemu && *qemu ? "\n--- qemu ---\n" : "", qemu ? qemu : "") < 0) {
+        ret->error = NULL;
+    }
+    free(qemu);
+    if (rt) {
+        (void)runtime_stop(rt);
+        runtime_vm_free(rt);
+    }
+    /* Suspended as before, with no VMM: the snapshot is untouched. */
+    rec.state = VM_SUSPENDED;
+    rec.pid = 0;
+    rec.pid_start_time = 0;
+    (void)vm_save_record(host, &rec);
+    return r;
 }

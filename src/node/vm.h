@@ -14,6 +14,7 @@
  * re-attaches RUNNING instances whose VMM is the process the record names,
  * and destroys everything else (vm_reconcile()).
  */
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -31,10 +32,12 @@ struct vm_host {
     usec_t ready_timeout;     /* guest boot to agent ready */
     usec_t max_exec_timeout;  /* deadline of an exec that names none; caps those that do */
     size_t console_log_max;   /* cap of each console.log (console.h) */
+    bool snapshots;           /* create by restoring template snapshots (snapshot.h) */
 };
 
 struct vm_timing {
     usec_t clone, network, vmm, boot, total;
+    bool restored; /* a snapshot restore ("mode":"restore"), else a cold boot */
 };
 
 struct vm {
@@ -43,6 +46,7 @@ struct vm {
     struct vm_timing timing;
     unsigned busy;   /* workers using this vm besides its owner (exec) */
     char *init_json; /* body for the agent's POST /init after boot (envd), or NULL */
+    bool cold_boot;  /* never restore from a snapshot (create's "snapshot": false) */
     /* The egress sockets in its namespace (netslot_open_listeners()), -EBADF until the
      * gateway client opens them; closed by vm_free(). Loop thread only. */
     int dns_fd, gateway_fd;
@@ -77,22 +81,41 @@ int vm_template_dir(const struct vm_host *host, const char *name, char *buf, siz
 /* <data>/instances/<iid> into buf. */
 int vm_instance_dir(const struct vm_host *host, const char *iid, char *buf, size_t n);
 
+/* The runtime config of rec (strings in p). need_template: fail with -ENOENT when the
+ * template is gone (create); re-attach and destroy do without it. */
+struct vm_paths {
+    char dir[PATH_MAX];
+    char kernel[PATH_MAX + 16];
+    char initrd[PATH_MAX + 16];
+    char rootfs[PATH_MAX + 16];
+    char netns[PATH_MAX];
+};
+int vm_runtime_config(const struct vm_host *host, const struct instance_record *rec,
+                      bool need_template, struct vm_paths *p, struct runtime_config *cfg);
+
 /* What a create job hands back to the loop. */
 struct vm_create_result {
     struct runtime_vm *rt; /* the running VMM on success (the loop stores it in vm->rt) */
     pid_t pid;
     uint64_t pid_start_time;
     struct vm_timing timing;
-    char *error; /* on failure: message with the serial console tail (caller frees) */
+    char *error;           /* on failure: message with the serial console tail (caller frees) */
+    bool snapshot_suspect; /* a restore failed in the VMM or guest (not in its /init) */
 };
 
 /*
- * Worker: writes the record, clones the disk, makes the netslot, boots,
- * waits for the agent, sends it vm->init_json (env, access token, default
- * user) if set, and rewrites the record as running. On failure everything
- * made is removed again.
+ * Worker: writes the record, clones the disk, makes the netslot, starts the
+ * guest, waits for the agent, re-identifies it (/init: vm->init_json's env,
+ * access token and default user, plus its own hostname, machine-id, entropy
+ * and clock), and rewrites the record as running. On failure everything made
+ * is removed again. The guest is restored from the template's snapshot when
+ * one is ready (snapshot.h; timing.restored), else cold-booted; a failed
+ * restore falls back to a cold boot, logged.
  */
 int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret);
+/* Worker: a cold boot with shared RAM that is never marked running and gets no /init:
+ * the VM a template snapshot is taken of (snapshot.c). The caller stops and destroys it. */
+int vm_create_source(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret);
 /* Worker: removes every trace of the vm. Idempotent; does not touch *vm. */
 int vm_destroy(const struct vm_host *host, const struct vm *vm);
 
@@ -139,6 +162,51 @@ char *vm_agent_error_text(int status, const char *body, size_t len);
 void vm_ca_fingerprint(const char *pem, char out[VM_CA_FINGERPRINT_LEN + 1]);
 /* Loop thread: the fingerprint of the CA vm's agent has ("" = none). */
 const char *vm_ca_given(struct vm *vm);
+
+/*
+ * Worker: stops vm's vCPUs (QMP stop; memory, disk and network stay as they are), then
+ * records it paused in instance.json, so a node restarted later re-attaches it paused.
+ * Idempotent. 0 or -errno (-ENOENT: no VMM); on a failed save the VM is resumed again.
+ */
+int vm_pause(const struct vm_host *host, const struct vm *vm);
+/*
+ * Worker: resumes vm's vCPUs, steps the guest clock through the agent's /init
+ * `timestamp` (the time stood still for the guest while it was paused), and records it
+ * running. A clock re-sync the agent refuses is logged (*ret_error says why), not fatal:
+ * the guest runs. Idempotent on a running VM.
+ */
+int vm_resume(const struct vm_host *host, const struct vm *vm, char **ret_error);
+/* The /init body that steps the guest's clock to now (realtime): {timestamp, accessToken?}. */
+char *vm_clock_init_body(const struct instance_record *rec, usec_t now);
+
+/*
+ * Suspend (architecture.md "A sandbox's life"): the VM's memory, device and vCPU state go
+ * to <dir>/suspend/ (runtime_snapshot(), fsync'd; written as suspend.new and renamed), the
+ * disk clone is synced, the record says suspended, and the VMM is stopped: its RAM and
+ * CPU are released. The disk clone and the netns stay (restore needs them; the netns is a
+ * namespace and a tap, no process). Until the record says suspended, any failure or
+ * crash leaves the VM running as before. Worker; *ret_error (may be NULL) says which step
+ * failed.
+ */
+int vm_suspend(const struct vm_host *host, const struct vm *vm, char **ret_error);
+/* <dir>/suspend of instance iid into buf. */
+int vm_suspend_dir(const struct vm_host *host, const char *iid, char *buf, size_t n);
+
+struct vm_restore_result {
+    struct runtime_vm *rt; /* the running VMM on success */
+    pid_t pid;
+    uint64_t pid_start_time;
+    struct vm_timing timing; /* vmm: until the VMM had loaded it; total */
+    char *error;             /* on failure, or a clock re-sync the agent refused (caller frees) */
+};
+
+/*
+ * Restore of a suspended vm: a fresh VMM loads <dir>/suspend (paused), is recorded, resumed,
+ * its clock re-synced, and the record says running; then the snapshot is removed (the
+ * guest's disk moves on from it). Any failure stops the new VMM and leaves the instance
+ * suspended with its snapshot. Worker.
+ */
+int vm_restore(const struct vm_host *host, const struct vm *vm, struct vm_restore_result *ret);
 
 /* Persists rec to instances/<iid>/instance.json (atomically). Any thread. */
 int vm_save_record(const struct vm_host *host, const struct instance_record *rec);

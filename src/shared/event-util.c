@@ -1,9 +1,14 @@
-/* Worker-thread jobs for a libevent loop; see event-util.h. */
+/* Worker-thread jobs and bufferevent helpers for a libevent loop; see event-util.h. */
 #include "shared/event-util.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 
 #include "basic/macro.h"
 
@@ -63,4 +68,83 @@ int event_util_run_job(struct event_base *base, unsigned *counter, event_util_jo
         (*counter)++;
     }
     return 0;
+}
+
+void event_util_bev_stop(struct bufferevent *bev)
+{
+    if (bev) {
+        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+        bufferevent_disable(bev, EV_READ | EV_WRITE);
+    }
+}
+
+void event_util_close_later(struct bufferevent *a, struct bufferevent *b, struct event *reaper)
+{
+    event_util_bev_stop(a);
+    event_util_bev_stop(b);
+    event_active(reaper, EV_TIMEOUT, 1);
+}
+
+#define FILL_CHUNK (256u * 1024) /* per readv: a few of these drain a busy socket */
+
+/* The reads of event_util_bev_fill(); in is unfrozen around them. */
+static ssize_t fill(struct evbuffer *in, int fd, size_t limit)
+{
+    size_t added = 0;
+
+    while (evbuffer_get_length(in) < limit) {
+        size_t want = MIN(limit - evbuffer_get_length(in), (size_t)FILL_CHUNK);
+        struct evbuffer_iovec v[2];
+        int nv = evbuffer_reserve_space(in, (ev_ssize_t)want, v, 2);
+        size_t room = 0, left;
+        int used = 0;
+        ssize_t n;
+
+        if (nv <= 0) {
+            return added > 0 ? (ssize_t)added : -ENOMEM;
+        }
+        /* reserve_space may offer more than asked: read no more than want. */
+        for (int i = 0; i < nv; i++) {
+            v[i].iov_len = MIN(v[i].iov_len, want - room);
+            room += v[i].iov_len;
+        }
+        n = readv(fd, (struct iovec *)v, nv);
+        if (n <= 0) {
+            int e = n < 0 ? errno : 0;
+            if (n < 0 && e != EAGAIN && e != EINTR) {
+                return -e;
+            }
+            break; /* drained, or EOF: the bufferevent reads the EOF itself next time */
+        }
+        left = (size_t)n;
+        for (int i = 0; i < nv && left > 0; i++, used++) {
+            v[i].iov_len = MIN(v[i].iov_len, left);
+            left -= v[i].iov_len;
+        }
+        if (evbuffer_commit_space(in, v, used) < 0) {
+            return -ENOMEM;
+        }
+        added += (size_t)n;
+        if ((size_t)n < room) {
+            break; /* the socket had less than asked: it is empty now */
+        }
+    }
+    return (ssize_t)added;
+}
+
+ssize_t event_util_bev_fill(struct bufferevent *bev, size_t limit)
+{
+    struct evbuffer *in = bufferevent_get_input(bev);
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    ssize_t n;
+
+    if (fd < 0) {
+        return 0;
+    }
+    /* A socket bufferevent keeps its input's end frozen except while it reads itself: the
+     * same here. */
+    (void)evbuffer_unfreeze(in, 0);
+    n = fill(in, fd, limit);
+    (void)evbuffer_freeze(in, 0);
+    return n;
 }

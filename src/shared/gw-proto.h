@@ -34,8 +34,14 @@
  *    "policy":{native policy: policy_parse_native()}}      + 2 fds
  *       Starts serving DNS and TCP for that sandbox under that policy.
  *       Attaching an instance again replaces its descriptors and policy.
+ *       The policy may carry "inject" rules and the "secrets" map of values
+ *       sealed to space-gw's key (sealed-secret.h, <data-dir>/secrets.pub),
+ *       added by the api; the whole message must fit GW_PROTO_MSG_MAX. A
+ *       secret that does not open refuses the message ("ok": false, the
+ *       error names it) and nothing of it is applied.
  *   {"type":"policy","instance":"<iid>","policy":{native policy}}
- *       Replaces the policy; new connections and queries see it at once.
+ *       Replaces the policy; new connections and queries see it at once,
+ *       and the next request on a kept-alive one (a rotated secret too).
  *   {"type":"detach","instance":"<iid>"}
  *       Closes its descriptors and every open connection of the sandbox.
  *   Every request gets one reply of the same "type" with "instance" (when
@@ -56,6 +62,8 @@
  *                                                    "host-mismatch", ...)
  *         bytesOut, bytesIn   guest->upstream and back
  *         durationMs          connection (or query) lifetime
+ *         secret    the names (never values) of the secrets injected into
+ *                   the request, comma-joined: "gh" or "gh,npm" (inject.h)
  *       When space-gw cannot send (node gone, queue full) it keeps the
  *       newest GW_PROTO_AUDIT_QUEUE_MAX records and counts the ones it
  *       dropped in a record {"reason":"audit-dropped","count":N}. Likewise

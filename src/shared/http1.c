@@ -539,7 +539,13 @@ static int rewrite_head(const char *buf, size_t len, bool keep_upgrade, const ch
 
 int http1_rewrite_request(const char *buf, const struct http1_request *req, struct strbuf *out)
 {
-    return rewrite_head(buf, req->head_len, req->upgrade, "close", out);
+    return http1_rewrite_request_conn(buf, req, "close", out);
+}
+
+int http1_rewrite_request_conn(const char *buf, const struct http1_request *req,
+                               const char *connection, struct strbuf *out)
+{
+    return rewrite_head(buf, req->head_len, req->upgrade, connection, out);
 }
 
 int http1_parse_response(const char *buf, size_t len, struct http1_response *ret)

@@ -112,6 +112,15 @@ bool http1_path_is_canonical(struct http1_span path);
  */
 int http1_rewrite_request(const char *buf, const struct http1_request *req, struct strbuf *out);
 
+/*
+ * The same rewrite with "Connection: <connection>" ("close" or
+ * "keep-alive") added instead, for a proxy that keeps its upstream
+ * connection for the next request. An upgrade request still keeps every
+ * field as it is (its connection ends with it).
+ */
+int http1_rewrite_request_conn(const char *buf, const struct http1_request *req,
+                               const char *connection, struct strbuf *out);
+
 struct http1_response {
     unsigned status; /* 100..599 */
     bool http10;

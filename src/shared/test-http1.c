@@ -290,6 +290,52 @@ static void test_http1_rewrite(void **state)
     strbuf_release(&sb);
 }
 
+/* The keep-alive variant: the same fields dropped, "keep-alive" said, still re-parses. */
+static void test_http1_rewrite_request_conn(void **state)
+{
+    const char *text = "GET /x HTTP/1.1\r\nHost: h\r\nConnection: close, x-a\r\n"
+                       "Proxy-Connection: keep-alive\r\nKeep-Alive: 5\r\nUpgrade: h2c\r\n"
+                       "X-A: 1\r\n\r\n";
+    struct http1_request req, again;
+    struct strbuf sb = STRBUF_INIT;
+
+    assert_int_equal(parse(text, &req), 0);
+    assert_false(req.keep_alive);
+    assert_int_equal(http1_rewrite_request_conn(text, &req, "keep-alive", &sb), 0);
+    assert_string_equal(sb.buf,
+                        "GET /x HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nConnection: keep-alive\r\n\r\n");
+    assert_int_equal(http1_find_end(sb.buf, sb.len, NULL), sb.len);
+    assert_int_equal(http1_parse_request(sb.buf, sb.len, &again), 0);
+    assert_true(again.keep_alive);
+    assert_true(http1_span_eq(again.host, "h"));
+    strbuf_release(&sb);
+
+    /* HTTP/1.0: keep-alive only when said, and the rewrite says it. */
+    text = "GET / HTTP/1.0\r\nHost: h\r\n\r\n";
+    assert_int_equal(parse(text, &req), 0);
+    assert_false(req.keep_alive);
+    assert_int_equal(http1_rewrite_request_conn(text, &req, "keep-alive", &sb), 0);
+    assert_int_equal(http1_parse_request(sb.buf, sb.len, &again), 0);
+    assert_true(again.keep_alive);
+    strbuf_release(&sb);
+
+    /* "close" is http1_rewrite_request() exactly. */
+    text = "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\n";
+    assert_int_equal(parse(text, &req), 0);
+    assert_int_equal(http1_rewrite_request_conn(text, &req, "close", &sb), 0);
+    char *plain = rewrite(text);
+    assert_string_equal(sb.buf, plain);
+    free(plain);
+    strbuf_release(&sb);
+
+    /* An upgrade keeps its fields whatever is asked. */
+    text = "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
+    assert_int_equal(parse(text, &req), 0);
+    assert_int_equal(http1_rewrite_request_conn(text, &req, "keep-alive", &sb), 0);
+    assert_string_equal(sb.buf, text);
+    strbuf_release(&sb);
+}
+
 static void test_http1_response(void **state)
 {
     struct http1_response r;
@@ -560,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_http1_strict_lines),
         cmocka_unit_test(test_http1_rewrite_reparses),
         cmocka_unit_test(test_http1_rewrite),
+        cmocka_unit_test(test_http1_rewrite_request_conn),
         cmocka_unit_test(test_http1_response),
         cmocka_unit_test(test_http1_response_framing),
         cmocka_unit_test(test_http1_body),

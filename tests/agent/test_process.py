@@ -360,22 +360,37 @@ def test_process_survives_client_disconnect(envd, fs, tmp):
     assert msgs[-1]["event"]["end"]["exited"] is True
 
 
+def still_running(envd, pid):
+    return envd.sh(f"kill -0 {pid} && echo alive").stdout == b"alive\n"
+
+
 def test_exit_with_grandchild_holding_pipes(envd):
-    t = time.time()
-    res = envd.sh("sleep 5 & echo hi")
-    assert time.time() - t < 3
-    assert res.stdout == b"hi\n"
+    # The grandchild keeps the stdout and stderr pipes open far longer than the stream's
+    # read timeout (60 s): the stream ends only if the agent reports the exit without
+    # waiting for the pipes to close, and the grandchild is shown to be still there.
+    res = envd.sh("sleep 600 & echo hi $!")
+    word, grandchild = res.stdout.split()
+    try:
+        assert word == b"hi" and res.end["exited"] is True, res.stdout
+        assert still_running(envd, int(grandchild))
+    finally:
+        envd.sh(f"kill {int(grandchild)}")
 
 
 def test_kill_ends_stream_despite_grandchild(envd):
-    s = envd.start("/bin/bash", ["-c", "sleep 5 & echo started; wait"])
+    s = envd.start("/bin/bash", ["-c", "sleep 600 & echo started $!; wait"])
     pid = next(s)["event"]["start"]["pid"]
-    read_until(s, lambda ev: "data" in ev)
-    t = time.time()
-    envd.unary("process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
-    res = collect(s)
-    assert time.time() - t < 3
-    assert res.end["status"] == "signal: killed"
+    out = b""
+    while not out.endswith(b"\n"):
+        out += stdout_of(read_until(s, lambda ev: "data" in ev))
+    grandchild = int(out.split()[1])
+    try:
+        envd.unary("process.Process/SendSignal",
+                   {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+        res = collect(s)  # a read timeout (60 s) if the stream waited for the grandchild
+        assert res.end["status"] == "signal: killed"
+    finally:
+        envd.sh(f"kill {grandchild} 2>/dev/null; true")
 
 
 def test_flow_control_bounds_memory(agent, envd):

@@ -82,7 +82,7 @@ def test_v1_create_connect_resume_timeout(plat):
     assert r.status_code == 200  # connect never shortens
     assert e2b(plat, "GET", f"/sandboxes/{sid}").json()["endAt"] == end1
     assert e2b(plat, "POST", f"/sandboxes/{sid}/resume", json={}).status_code == 409
-    assert e2b(plat, "POST", f"/sandboxes/{sid}/pause", json={}).status_code == 501
+    # pause / connect-resume: tests/api/test_pause_api.py
     assert e2b(plat, "POST", f"/sandboxes/{sid}/refreshes", json={"duration": 60}).status_code == 204
     # setTimeout may shorten: the sandbox dies by itself.
     assert e2b(plat, "POST", f"/sandboxes/{sid}/timeout", json={"timeout": 1}).status_code == 204

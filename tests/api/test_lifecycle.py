@@ -2,7 +2,7 @@
 
 A kill during a create is queued behind it (one operation per sandbox at a
 time) and runs when the create ends; the caller is not made to wait. An
-operation of a kind the table has but nothing implements yet (pause) is
+operation of a kind the table has but nothing implements yet (fork) is
 dispatched by its kind, not run as a kill: it ends failed with 501 and the
 sandbox keeps running. Runs on SQLite and, with SPACE_TEST_PG_URL, PostgreSQL.
 """
@@ -81,10 +81,10 @@ def test_an_unimplemented_kind_is_not_run_as_a_kill(plat):
     try:
         op = uuid.uuid4().hex
         now = int(time.time() * 1e6)
-        # a pause recorded by a newer replica (or the pause issue's handler) before this
+        # a fork recorded by a newer replica (or the branch issue's handler) before this
         # controller knows how to run it
         sql(plat, "INSERT INTO operations (id, kind, sandbox_id, state, created_at, updated_at) "
-                  f"VALUES ('{op}', 'sandbox.pause', '{sid}', 'pending', {now}, {now})")
+                  f"VALUES ('{op}', 'sandbox.fork', '{sid}', 'pending', {now}, {now})")
         status, res = plat.admin("POST", f"/v1/operations/{op}/wait?timeout_s=60")
         assert status == 200, res
         assert res["state"] == "failed" and "not implemented" in res["error"], res

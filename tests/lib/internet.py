@@ -13,6 +13,12 @@ inside namespaces the test creates):
                              case), HTTP 80 and HTTPS 443 with a test CA; any other Host/SNI
                              gets the default vhost. Also 8080 and 22 ("port-leak").
             198.18.1.66      a forbidden address: nginx on 80/443 answering "leak"
+            198.18.1.10      also (credentials, issue 10): api.secret.test on 80/443, 200
+                             only with "Authorization: Bearer <secret_token>" (a random
+                             token per run) and 401 otherwise, /v1/redirect a 302 to
+                             https://allowed.test/landed; impostor upstreams
+                             selfsigned.test (a self-signed certificate) and
+                             wrongname.test (the test CA's certificate for allowed.test)
             198.18.1.53      a DNS-over-HTTPS/TLS server a guest could hard-code: 443 and
                              853 answering "doh-leak"/"dot-leak"
             169.254.169.254  a cloud metadata service answering "metadata-leak"
@@ -62,7 +68,14 @@ DNS_NAMES = {
     "leak.test": FORBIDDEN_IP,
     "dns.test": DOH_IP,
     "metadata.test": METADATA_IP,
+    "secret.test": WEB_IP,
+    "selfsigned.test": WEB_IP,
+    "wrongname.test": WEB_IP,
 }
+# Credentials (issue 10): the token-protected service and the impostors.
+SECRET_API = "api.secret.test"
+SELFSIGNED = "selfsigned.test"
+WRONGNAME = "wrongname.test"
 BIG_SIZE = 64 << 20
 HOST_SERVICE_PORT = 18080
 
@@ -152,7 +165,37 @@ def make_leaf(d, name, sans):
 
 # Each nginx server block: (listen addresses, server_name or None for default, body word,
 # certificate name or None for plain HTTP).
-def _nginx_conf(tmp, big_name):
+def _secret_servers(tmp, token):
+    """api.secret.test (200 only with the token) and the two impostor upstreams."""
+    pki = os.path.join(tmp, "pki")
+    out = []
+    for port, tls in ((80, None), (443, SECRET_API)):
+        lines = ["  server {", f"    listen {WEB_IP}:{port}{' ssl' if tls else ''};",
+                 f"    server_name {SECRET_API};"]
+        if tls:
+            lines += [f"    ssl_certificate {pki}/{tls}.crt;",
+                      f"    ssl_certificate_key {pki}/{tls}.key;"]
+        lines += [
+            f"    add_header X-Vhost {SECRET_API} always;",
+            "    location = /v1/redirect { return 302 https://allowed.test/landed; }",
+            "    location / {",
+            f'      if ($http_authorization != "Bearer {token}") {{',
+            f"        return 401 'vhost={SECRET_API} unauthorized uri=$request_uri\\n';",
+            "      }",
+            f"      return 200 'vhost={SECRET_API} authorized uri=$request_uri\\n';",
+            "    }",
+            "  }"]
+        out.append("\n".join(lines))
+    for name, cert in ((SELFSIGNED, SELFSIGNED), (WRONGNAME, ALLOWED)):
+        out.append("\n".join([
+            "  server {", f"    listen {WEB_IP}:443 ssl;", f"    server_name {name};",
+            f"    ssl_certificate {pki}/{cert}.crt;", f"    ssl_certificate_key {pki}/{cert}.key;",
+            f"    add_header X-Vhost {name} always;",
+            f"    location / {{ return 200 'vhost={name} impostor\\n'; }}", "  }"]))
+    return out
+
+
+def _nginx_conf(tmp, big_name, token=None):
     www = os.path.join(tmp, "www")
     cert = lambda n: (os.path.join(tmp, "pki", f"{n}.crt"), os.path.join(tmp, "pki", f"{n}.key"))
     servers = []
@@ -188,6 +231,8 @@ def _nginx_conf(tmp, big_name):
     server([f"{DOH_IP}:443"], None, "doh-leak", "doh")
     server([f"{DOH_IP}:853"], None, "dot-leak", "doh")
     server([f"{METADATA_IP}:80"], None, "metadata-leak", None)
+    if token:
+        servers += _secret_servers(tmp, token)
     logs = os.path.join(tmp, "log")
     temp = os.path.join(tmp, "nginx-tmp")
     return f"""
@@ -213,7 +258,8 @@ http {{
   log_format lines escape=json '{{"remote":"$remote_addr","addr":"$server_addr",'
       '"port":"$server_port","sni":"$ssl_server_name","host":"$http_host",'
       '"vhost":"$sent_http_x_vhost","request":"$request","status":"$status",'
-      '"bytes":"$body_bytes_sent","conn":"$connection","reqs":"$connection_requests"}}';
+      '"bytes":"$body_bytes_sent","conn":"$connection","reqs":"$connection_requests",'
+      '"auth":"$http_authorization"}}';
   access_log {logs}/access.log lines;
 {chr(10).join(servers)}
 }}
@@ -237,6 +283,9 @@ class Internet:
         self.upstream_dns = DNS_IP
         self.upstream_ca = None
         self.test_net = TEST_NET
+        # What api.secret.test wants in "Authorization: Bearer ...": fresh each run, so no
+        # file or cache anywhere can hold it by chance (credentials tests look for it).
+        self.secret_token = "sk-space-" + os.urandom(18).hex()
         self.procs = []
         self._made = []
 
@@ -271,6 +320,12 @@ class Internet:
         make_leaf(self.pki, "default", ["DNS:default.test", f"IP:{WEB_IP}"])
         make_leaf(self.pki, "leak", ["DNS:leak.test", f"IP:{FORBIDDEN_IP}"])
         make_leaf(self.pki, "doh", ["DNS:dns.test", f"IP:{DOH_IP}"])
+        make_leaf(self.pki, SECRET_API, [f"DNS:{SECRET_API}"])
+        # An impostor: self-signed, so no CA the gateway trusts vouches for it.
+        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                 "-nodes", "-keyout", f"{SELFSIGNED}.key", "-out", f"{SELFSIGNED}.crt", "-days",
+                 "3", "-subj", f"/CN={SELFSIGNED}", "-addext", f"subjectAltName=DNS:{SELFSIGNED}",
+                 cwd=self.pki)
         for f in os.listdir(self.pki):
             os.chmod(os.path.join(self.pki, f), 0o600 if f.endswith(".key") else 0o644)
         os.chmod(self.pki, 0o755)
@@ -355,7 +410,7 @@ class Internet:
             os.makedirs(os.path.join(self.tmp, "nginx-tmp", d), exist_ok=True)
         conf = os.path.join(self.tmp, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(_nginx_conf(self.tmp, self.big_name))
+            f.write(_nginx_conf(self.tmp, self.big_name, self.secret_token))
         _sh("ip", "netns", "exec", self.inet, "nginx", "-t", "-q", "-c", conf, "-p", self.tmp)
         self._spawn(self.inet, ["nginx", "-c", conf, "-p", self.tmp], "nginx.out")
 

@@ -9,17 +9,16 @@ dir) is sent again; one the agent refuses (a PEM block that is no certificate: t
 checks only the PEM shape, the guest checks the DER) is logged with the agent's message, and
 a create whose /init it refuses fails with that message instead of "Protocol error".
 
-space-gw is played by a small driver of the control socket (as in test_egress_plumbing.py).
+space-gw is played by a stand-in for its side of the control socket (tests/lib/gwstub.py).
 """
 import base64
 import json
 import os
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 
+from lib.gwstub import GwStub, make_ca
 from lib.platform import Node
 
 CRT = "/usr/local/share/ca-certificates/space-egress.crt"
@@ -29,87 +28,12 @@ NOT_A_CERT = ("-----BEGIN CERTIFICATE-----\n" +
               "\n-----END CERTIFICATE-----\n")
 
 
-def make_ca():
-    return subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                           "ec_paramgen_curve:P-256", "-nodes", "-keyout", "/dev/null",
-                           "-subj", "/CN=space late CA test", "-days", "1",
-                           "-addext", "basicConstraints=critical,CA:TRUE"],
-                          check=True, capture_output=True, text=True).stdout
-
-
-class Gateway:
-    """Answers the node's control socket like space-gw: hello with ca, ok to the rest."""
-
-    def __init__(self, path, ca):
-        self.path, self.ca = path, ca
-        self.hellos = 0
-        self.held = []
-        self.conn = None
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.listener.bind(path)
-        self.listener.listen(4)
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.conn = conn
-            while True:
-                try:
-                    data, fds, _, _ = socket.recv_fds(conn, 65537, 8)
-                except OSError:
-                    break
-                if not data:
-                    break
-                self.held += fds
-                msg = json.loads(data)
-                if msg["type"] == "hello":
-                    self.hellos += 1
-                    reply = {"type": "hello", "ok": True, "caCert": self.ca}
-                else:
-                    reply = {"type": msg["type"], "instance": msg["instance"], "ok": True}
-                try:
-                    conn.send(json.dumps(reply).encode())
-                except OSError:
-                    break
-            conn.close()
-
-    def wait_hello(self, n=1, timeout=30):
-        deadline = time.monotonic() + timeout
-        while self.hellos < n:
-            assert time.monotonic() < deadline, "the node never said hello"
-            time.sleep(0.05)
-
-    def stop(self):
-        if self.conn:
-            try:
-                self.conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self.listener.close()
-        self.thread.join(timeout=10)
-        for fd in self.held:
-            os.close(fd)
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-
-
 def guest_ca(n, sid):
     res = n.exec(sid, "cat", CRT, timeout_ms=10000)
     return res["stdout"].decode() if res["exit_code"] == 0 else None
 
 
-def wait_log(n, text, timeout=30):
+def wait_log(n, text, timeout=120):
     deadline = time.monotonic() + timeout
     while text not in n.log():
         assert time.monotonic() < deadline, f"no '{text}' in the node's log: {n.log()}"
@@ -132,15 +56,16 @@ def test_late_gateway_gets_its_ca_to_running_sandboxes():
             assert "ca_given" not in json.load(f)
 
         # The gateway comes up: its CA arrives in the guest's trust store on its own.
-        ca = make_ca()
-        gw = Gateway(gw_path, ca)
+        ca = make_ca("space late CA test")
+        gw = GwStub(gw_path, ca).start()
         t0 = time.monotonic()
-        gw.wait_hello()
+        gw.expect("hello")
+        gw.expect("attach", instance=sb["instance_id"])
         while True:
             got = guest_ca(n, sid)
             if got is not None:
                 break
-            assert time.monotonic() - t0 < 30, f"the CA never reached the guest: {n.log()}"
+            assert time.monotonic() - t0 < 120, f"the CA never reached the guest: {n.log()}"
             time.sleep(0.2)
         print(f"CA in the guest {time.monotonic() - t0:.2f} s after the gateway came up")
         assert got.strip() == ca.strip()
@@ -155,10 +80,13 @@ def test_late_gateway_gets_its_ca_to_running_sandboxes():
         # A node restart does not send it again: the record says the agent has it.
         n.stop()
         n.start()
-        gw.wait_hello(2)
-        time.sleep(3)  # a few ticks
-        assert n.log().count("sending the egress CA") == 1, n.log()
+        gw.expect("hello")
+        # The node decides whether to send the CA when it attaches the sandbox (its ticks
+        # after that decide the same from the same record): once the stub has the attach,
+        # the decision is made and logged before the node answers the exec below.
+        gw.expect("attach", instance=sb["instance_id"])
         assert guest_ca(n, sid).strip() == ca.strip()
+        assert n.log().count("sending the egress CA") == 1, n.log()
 
         # The agent's message is the guest's text: the node keeps it printable and bounded.
         ts = "bad\x01\n" + "x" * 300
@@ -175,7 +103,7 @@ def test_late_gateway_gets_its_ca_to_running_sandboxes():
         # immediate reconnect into its backlog): the next hello carries the refused CA.
         hellos = gw.hellos
         gw.ca = NOT_A_CERT
-        gw.conn.shutdown(socket.SHUT_RDWR)
+        gw.end_session()
         gw.wait_hello(hellos + 1)
         wait_log(n, "agent answered 400: caBundle: a block is not a DER certificate")
         assert guest_ca(n, sid).strip() == ca.strip()

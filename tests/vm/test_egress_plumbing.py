@@ -2,15 +2,14 @@
 the DNS and gateway sockets it opens there and hands to space-gw over the control socket
 (src/shared/gw-proto.h), policy updates, the audit ring, and re-attaching after restarts.
 
-space-gw itself is not started here: a small driver of the control protocol written below
-(GwDriver) plays its part, so every message and descriptor the node sends can be checked.
-It is a test driver for the protocol, not a gateway: it accepts one TCP connection on the
-descriptor it was given and answers it, reads one datagram from the DNS descriptor.
+space-gw itself is not started here: a stand-in for its side of the control socket
+(tests/lib/gwstub.py) plays its part, so every message and descriptor the node sends can be
+checked. It is not a gateway: serve_one() below accepts one TCP connection on the
+descriptor the node handed it and answers it, and reads one datagram from the DNS descriptor.
 """
 import fcntl
 import json
 import os
-import queue
 import socket
 import struct
 import subprocess
@@ -20,111 +19,11 @@ import time
 
 import pytest
 
+from lib.gwstub import GwStub
 from lib.platform import Node
 
 SO_ORIGINAL_DST = 80
 SIOCGSKNS = 0x894C
-
-
-def driver_ca():
-    """A real self-signed CA certificate: the agent installs what hello's caCert carries."""
-    global _CA
-    if _CA is None:
-        _CA = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                              "ec_paramgen_curve:P-256", "-nodes", "-keyout", "/dev/null",
-                              "-subj", "/CN=space egress plumbing test CA", "-days", "1",
-                              "-addext", "basicConstraints=critical,CA:TRUE"],
-                             check=True, capture_output=True, text=True).stdout
-    return _CA
-
-
-_CA = None
-
-
-class GwDriver:
-    """Listens where space-gw would (SOCK_SEQPACKET), answers the node, records what came."""
-
-    def __init__(self, path):
-        self.path = path
-        self.messages = queue.Queue()  # (message dict, [fds])
-        self.conn = None
-        self.held = []  # descriptors of the current session, closed on the next hello
-        self.stopping = False
-        self.listener = None
-        self.thread = None
-
-    def start(self):
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.listener.bind(self.path)
-        os.chmod(self.path, 0o600)
-        self.listener.listen(4)
-        self.stopping = False
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-        return self
-
-    def serve(self):
-        while not self.stopping:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.conn = conn
-            while True:
-                try:
-                    data, fds, _, _ = socket.recv_fds(conn, 65537, 8)
-                except OSError:
-                    break
-                if not data:
-                    break
-                msg = json.loads(data)
-                if msg["type"] == "hello":
-                    for fd in self.held:  # as space-gw does: the old session's are let go
-                        os.close(fd)
-                    self.held = []
-                    reply = {"type": "hello", "ok": True, "caCert": driver_ca()}
-                else:
-                    reply = {"type": msg["type"], "instance": msg["instance"], "ok": True}
-                self.held += fds
-                self.messages.put((msg, fds))
-                try:
-                    conn.send(json.dumps(reply).encode())
-                except OSError:
-                    break
-            conn.close()
-            self.conn = None
-
-    def send(self, msg):
-        self.conn.send(json.dumps(msg).encode())
-
-    def expect(self, type_, timeout=60, instance=None):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                msg, fds = self.messages.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if msg["type"] == type_ and (instance is None or msg.get("instance") == instance):
-                return msg, fds
-        raise AssertionError(f"no {type_} message from the node in {timeout} s")
-
-    def stop(self):
-        self.stopping = True
-        if self.conn:
-            self.conn.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self.thread.join(timeout=10)
-        for fd in self.held:
-            os.close(fd)
-        self.held = []
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
 
 def netns_inode(fd):
@@ -205,7 +104,7 @@ def serve_one(fds, results):
 
 def test_egress_plumbing():
     gw_path = tempfile.mktemp(prefix="gw-", suffix=".sock", dir="/run/space")
-    gw = GwDriver(gw_path).start()
+    gw = GwStub(gw_path).start()
     n = Node("egress", extra_args=["--gw-socket", gw_path])
     try:
         n.start()
@@ -224,7 +123,7 @@ def test_egress_plumbing():
             assert json.load(f)["network"] == policy
         # The CA of the hello reply went to the agent's /init (caBundle), which installed it.
         res = n.exec(sid, "cat", "/usr/local/share/ca-certificates/space-egress.crt")
-        assert res["stdout"].decode().strip() == driver_ca().strip(), res
+        assert res["stdout"].decode().strip() == gw.ca.strip(), res
 
         # The guest's TCP to anywhere arrives at the gateway descriptor with its original
         # destination; its DNS to the proxy address arrives at the DNS descriptor.
@@ -307,7 +206,7 @@ def test_egress_plumbing():
                  "dst": "198.18.1.10", "port": 80, "verdict": "allow",
                  "reason": "allow-name", "bytesOut": 10, "bytesIn": 20, "durationMs": 3},
                 {"proto": "smtp"}]
-        gw.send({"type": "audit", "records": recs})
+        gw.audit(recs)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             status, body = n.call("GET", "/v1/egress-audit?after=0&limit=10")
@@ -328,9 +227,8 @@ def test_egress_plumbing():
         # A misbehaving gateway (garbage, descriptors sent to the node, a reply to nothing)
         # gets its session ended; the node is unharmed and attaches again on the next one.
         devnull = os.open("/dev/null", os.O_RDONLY)
-        for bad in (lambda: gw.conn.send(b"\xff{not json"),
-                    lambda: socket.send_fds(gw.conn, [b'{"type":"audit","records":[]}'],
-                                            [devnull]),
+        for bad in (lambda: gw.send_raw(b"\xff{not json"),
+                    lambda: gw.send_raw(b'{"type":"audit","records":[]}', [devnull]),
                     lambda: gw.send({"type": "detach", "instance": iid, "ok": True})):
             bad()
             gw.expect("hello", timeout=30)
@@ -342,7 +240,7 @@ def test_egress_plumbing():
 
         # space-gw restarts: the node comes back on its own and attaches everything again.
         gw.stop()
-        gw = GwDriver(gw_path).start()
+        gw = GwStub(gw_path).start()
         t0 = time.monotonic()
         gw.expect("hello", timeout=30)
         msg, fds = gw.expect("attach", instance=iid, timeout=30)
@@ -385,12 +283,12 @@ def test_without_gateway_sandboxes_still_work(mode):
     try:
         n.start()
         sb = n.create()
-        t0 = time.monotonic()
         res = n.exec(sb["id"], "curl", "-sS", "-m", "10", "http://198.18.1.10/",
-                     timeout_ms=30000)
-        # 7 = could not connect: the redirect found no listener and the guest got a reset.
+                     timeout_ms=60000)
+        # 7 = could not connect: the redirect found no listener and the guest got a reset
+        # (left hanging, curl would have given up at -m 10 with 28; no wall-clock check,
+        # which a loaded machine's exec round trip would make flaky).
         assert res["exit_code"] == 7, res
-        assert time.monotonic() - t0 < 8, "refused at once, not timed out"
         time.sleep(2.5)  # a few retries
         assert n.log().count("cannot connect") == (1 if mode == "missing" else 0), n.log()
         status, body = n.call("GET", "/v1/egress-audit")

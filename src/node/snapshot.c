@@ -1,0 +1,666 @@
+/*
+ * Template snapshots: key, build, verify, load (snapshot.h).
+ *
+ * The registry holds one entry per (template, vcpus, memory) this node was
+ * asked for. One background thread works through the entries that need
+ * preparing, one at a time (the machine is small, and a build boots a VM).
+ * Preparing = find the snapshot of the current key on disk and verify it, or
+ * build it; then load its memory into a sealed memfd. QEMU reopens that memfd
+ * read-write (QEMU 7.2 opens a memory file O_RDWR even to map it private),
+ * which the seals make harmless: no write, grow or shrink, ever, by anyone.
+ */
+#include "node/snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/fd-util.h"
+#include "basic/fileio.h"
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/time-util.h"
+#include "node/netslot.h"
+#include "shared/spawn.h"
+
+#define SNAPSHOT_FORMAT "space-snapshot-v1"
+/* How long the guest runs after its agent answered before the snapshot: boot-time work
+ * (the agent's start, the kernel's deferred init) is done and the guest is idle. */
+#define SNAPSHOT_SETTLE (1500 * USEC_PER_MSEC)
+#define SNAPSHOT_RETRY (60 * USEC_PER_SEC)
+#define PAGE 4096
+
+struct snapshot {
+    unsigned refs; /* under registry_lock */
+    char dir[PATH_MAX];
+    int memory_fd;
+};
+
+enum entry_state { ENTRY_PENDING, ENTRY_BUILDING, ENTRY_READY, ENTRY_FAILED };
+
+struct entry {
+    struct entry *next;
+    const struct vm_host *host;
+    char template_name[64];
+    unsigned vcpus, memory_mib;
+    enum entry_state state;
+    struct snapshot *snap; /* READY */
+    char key[65];          /* of snap */
+    usec_t retry_at;       /* FAILED */
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t worker_done = PTHREAD_COND_INITIALIZER;
+static struct entry *entries;
+static bool worker_running;
+static bool exiting; /* the node is exiting: the worker stops after its current step */
+static bool atexit_registered;
+static char qemu_version[128];
+
+static const char *const state_names[] = {
+    [ENTRY_PENDING] = "building",
+    [ENTRY_BUILDING] = "building",
+    [ENTRY_READY] = "ready",
+    [ENTRY_FAILED] = "failed",
+};
+
+static void hex_encode(const unsigned char *in, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+/* First line of `qemu-system-x86_64 --version`, once per process: part of every key. */
+static const char *snapshot_qemu_version(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    bool known = qemu_version[0] != '\0';
+    pthread_mutex_unlock(&registry_lock);
+    if (!known) {
+        const char *argv[] = { "qemu-system-x86_64", "--version", NULL };
+        char *out = NULL;
+        if (spawn_run(argv, -1, NULL, &out, 4096) == 0 && out) {
+            out[strcspn(out, "\n")] = '\0';
+            pthread_mutex_lock(&registry_lock);
+            snprintf(qemu_version, sizeof(qemu_version), "%s", out);
+            pthread_mutex_unlock(&registry_lock);
+        }
+        free(out);
+    }
+    return qemu_version[0] ? qemu_version : "unknown";
+}
+
+/* The key of a snapshot of the template in tdir at this size (file comment). */
+static int snapshot_key(const struct vm_host *host, const char *tdir, unsigned vcpus,
+                        unsigned memory_mib, char out[65])
+{
+    char path[PATH_MAX + 32], *meta = NULL, params[512];
+    unsigned char md[32];
+    unsigned md_len = 0;
+    size_t len = 0;
+    int r;
+
+    snprintf(path, sizeof(path), "%s/template.json", tdir);
+    r = read_file(path, 1 << 20, &meta, &len);
+    if (r < 0) {
+        return r;
+    }
+    snprintf(params, sizeof(params), "%s\n%s\nvcpus=%u memory=%u accel=%s tb=%u args=%s\n",
+             SNAPSHOT_FORMAT, snapshot_qemu_version(), vcpus, memory_mib,
+             runtime_accel_to_string(host->accel), RUNTIME_TB_SIZE_DEFAULT_MIB,
+             NETSLOT_KERNEL_IP_ARG);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    r = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+                EVP_DigestUpdate(ctx, params, strlen(params)) && EVP_DigestUpdate(ctx, meta, len) &&
+                EVP_DigestFinal_ex(ctx, md, &md_len)
+            ? 0
+            : -ENOMEM;
+    EVP_MD_CTX_free(ctx);
+    free(meta);
+    if (r == 0) {
+        hex_encode(md, md_len, out);
+    }
+    return r;
+}
+
+static bool page_is_zero(const uint8_t *p, size_t n)
+{
+    static const uint8_t zero[PAGE];
+    return memcmp(p, zero, n) == 0;
+}
+
+/*
+ * SHA-256 of a file's content that does not depend on how sparse it is: the
+ * offset and bytes of every page that is not all zero, then the size. With
+ * copy_to >= 0 those pages are also written there (at the same offsets).
+ */
+static int digest_file(int fd, int copy_to, uint64_t *ret_size, char hex[65])
+{
+    enum { CHUNK = 1 << 20 };
+    unsigned char md[32];
+    unsigned md_len = 0;
+    struct stat st;
+    uint8_t *buf = NULL;
+    EVP_MD_CTX *ctx = NULL;
+    int r = 0;
+
+    if (fstat(fd, &st) < 0) {
+        return -errno;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    buf = malloc(CHUNK);
+    ctx = EVP_MD_CTX_new();
+    if (!buf || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        r = -ENOMEM;
+        goto out;
+    }
+    if (copy_to >= 0 && ftruncate(copy_to, (off_t)size) < 0) {
+        r = -errno;
+        goto out;
+    }
+    for (off_t off = 0; (uint64_t)off < size;) {
+        off_t data = lseek(fd, off, SEEK_DATA);
+        if (data < 0) {
+            if (errno == ENXIO) {
+                break; /* only a hole is left */
+            }
+            r = -errno;
+            goto out;
+        }
+        off_t hole = lseek(fd, data, SEEK_HOLE);
+        if (hole < 0) {
+            r = -errno;
+            goto out;
+        }
+        data &= ~(off_t)(PAGE - 1);
+        for (off = data; off < hole;) {
+            size_t want = (size_t)MIN((off_t)CHUNK, hole - off);
+            ssize_t got = pread(fd, buf, want, off);
+            if (got <= 0) {
+                r = got < 0 ? -errno : -EIO;
+                goto out;
+            }
+            for (size_t i = 0; i < (size_t)got; i += PAGE) {
+                size_t n = MIN((size_t)PAGE, (size_t)got - i);
+                if (page_is_zero(buf + i, n)) {
+                    continue;
+                }
+                uint64_t at = (uint64_t)off + i;
+                if (!EVP_DigestUpdate(ctx, &at, sizeof(at)) || !EVP_DigestUpdate(ctx, buf + i, n)) {
+                    r = -ENOMEM;
+                    goto out;
+                }
+                if (copy_to >= 0 && pwrite(copy_to, buf + i, n, (off_t)at) != (ssize_t)n) {
+                    r = -EIO;
+                    goto out;
+                }
+            }
+            off += got;
+        }
+    }
+    if (!EVP_DigestUpdate(ctx, &size, sizeof(size)) || !EVP_DigestFinal_ex(ctx, md, &md_len)) {
+        r = -ENOMEM;
+        goto out;
+    }
+    hex_encode(md, md_len, hex);
+    *ret_size = size;
+out:
+    EVP_MD_CTX_free(ctx);
+    free(buf);
+    return r;
+}
+
+static int digest_path(const char *path, uint64_t *ret_size, char hex[65])
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    int r = digest_file(fd, -EBADF, ret_size, hex);
+    close_safe(fd);
+    return r;
+}
+
+static const char *const snapshot_files[] = { "vmstate", "memory", "rootfs.ext4" };
+
+/* Writes dir/manifest.json: what verification checks later. */
+static int write_manifest(const char *dir, const struct entry *e, const char *key)
+{
+    char path[PATH_MAX + 32], hex[65];
+    json_t *files = json_object();
+    int r = files ? 0 : -ENOMEM;
+
+    for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(snapshot_files); i++) {
+        uint64_t size = 0;
+        snprintf(path, sizeof(path), "%s/%s", dir, snapshot_files[i]);
+        r = digest_path(path, &size, hex);
+        if (r >= 0) {
+            json_object_set_new(files, snapshot_files[i],
+                                json_pack("{s:I,s:s}", "size", (json_int_t)size, "sha256", hex));
+        }
+    }
+    json_t *m = r >= 0 ? json_pack("{s:s,s:s,s:s,s:i,s:i,s:O}", "format", SNAPSHOT_FORMAT, "key",
+                                   key, "template", e->template_name, "vcpus", (int)e->vcpus,
+                                   "memory_mib", (int)e->memory_mib, "files", files)
+                       : NULL;
+    char *text = m ? json_dumps(m, JSON_INDENT(2)) : NULL;
+    if (r >= 0) {
+        snprintf(path, sizeof(path), "%s/manifest.json", dir);
+        r = text ? write_file_atomic(path, text, strlen(text)) : -ENOMEM;
+    }
+    free(text);
+    json_decref(m);
+    json_decref(files);
+    return r;
+}
+
+/*
+ * Checks dir against its manifest and loads its memory into a sealed memfd
+ * (*ret_fd). -EBADMSG, with *why, when anything differs: the caller deletes
+ * the snapshot.
+ */
+static int verify_and_load(const char *dir, const char *key, int *ret_fd, const char **why)
+{
+    char path[PATH_MAX + 32], hex[65], *text = NULL;
+    json_t *m = NULL;
+    int memfd = -EBADF, r;
+
+    *why = NULL;
+    snprintf(path, sizeof(path), "%s/manifest.json", dir);
+    r = read_file(path, 1 << 16, &text, NULL);
+    if (r < 0) {
+        *why = "no manifest";
+        return r == -ENOENT ? -ENOENT : -EBADMSG;
+    }
+    json_error_t err;
+    m = json_loads(text, 0, &err);
+    free(text);
+    const char *format = json_string_value(json_object_get(m, "format"));
+    const char *mkey = json_string_value(json_object_get(m, "key"));
+    json_t *files = json_object_get(m, "files");
+    if (!format || strcmp(format, SNAPSHOT_FORMAT) != 0 || !mkey || strcmp(mkey, key) != 0 ||
+        !json_is_object(files)) {
+        *why = "manifest unreadable or of another key";
+        r = -EBADMSG;
+        goto out;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(snapshot_files); i++) {
+        json_t *f = json_object_get(files, snapshot_files[i]);
+        const char *want = json_string_value(json_object_get(f, "sha256"));
+        json_int_t want_size = json_integer_value(json_object_get(f, "size"));
+        uint64_t size = 0;
+        bool is_memory = strcmp(snapshot_files[i], "memory") == 0;
+        snprintf(path, sizeof(path), "%s/%s", dir, snapshot_files[i]);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || !want) {
+            close_safe(fd);
+            *why = "a file is missing";
+            r = -EBADMSG;
+            goto out;
+        }
+        if (is_memory) {
+            memfd = memfd_create("space-snapshot-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+            if (memfd < 0) {
+                r = -errno;
+                close_safe(fd);
+                goto out;
+            }
+        }
+        r = digest_file(fd, is_memory ? memfd : -EBADF, &size, hex);
+        close_safe(fd);
+        if (r < 0) {
+            goto out;
+        }
+        if ((json_int_t)size != want_size || strcmp(hex, want) != 0) {
+            *why = size != (uint64_t)want_size ? "a file has the wrong size (truncated?)"
+                                               : "a checksum does not match";
+            r = -EBADMSG;
+            goto out;
+        }
+    }
+    if (memfd < 0 ||
+        fcntl(memfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
+        r = memfd < 0 ? -EBADMSG : -errno;
+        goto out;
+    }
+    *ret_fd = TAKE_FD(memfd);
+out:
+    close_safe(memfd);
+    json_decref(m);
+    return r;
+}
+
+static bool node_exiting(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    bool r = exiting;
+    pthread_mutex_unlock(&registry_lock);
+    return r;
+}
+
+/* Boots the template with shared RAM, lets it settle, snapshots it into dir. */
+static int build(const struct entry *e, const char *tdir, const char *dir)
+{
+    const struct vm_host *host = e->host;
+    struct vm_create_result res = { 0 };
+    char inst[PATH_MAX], from[PATH_MAX + 32], to[PATH_MAX + 32];
+    struct vm *vm = NULL;
+    int r;
+
+    (void)tdir;
+    r = vm_new(e->template_name, e->vcpus, e->memory_mib, &vm);
+    if (r < 0) {
+        return r;
+    }
+    r = vm_create_source(host, vm, &res);
+    if (r < 0) {
+        log_warning("snapshot of template '%s': %s", e->template_name,
+                    res.error ? res.error : strerror(-r));
+        free(res.error);
+        vm_free(vm);
+        return r;
+    }
+    r = node_exiting() ? -ECANCELED : 0;
+    if (r >= 0) {
+        sleep_usec(SNAPSHOT_SETTLE);
+        r = runtime_pause(res.rt);
+    }
+    if (r >= 0) {
+        r = runtime_snapshot(res.rt, dir);
+    }
+    /* Never resumed: the guest must not write to the memory the snapshot just took. */
+    (void)runtime_stop(res.rt);
+    res.rt = runtime_vm_free(res.rt);
+    if (r >= 0) {
+        r = vm_instance_dir(host, vm->rec.iid, inst, sizeof(inst));
+    }
+    if (r >= 0) {
+        snprintf(from, sizeof(from), "%s/rootfs.ext4", inst);
+        snprintf(to, sizeof(to), "%s/rootfs.ext4", dir);
+        r = NERRNO(rename(from, to));
+    }
+    (void)vm_destroy(host, vm);
+    vm_free(vm);
+    return r;
+}
+
+/* Brings e to READY (or fails): the existing snapshot of its key, verified, or a new one. */
+static int prepare(struct entry *e, char key[65], struct snapshot **ret)
+{
+    char tdir[PATH_MAX], dir[PATH_MAX + 128], tmp[PATH_MAX + 160], parent[PATH_MAX + 16];
+    const char *why = NULL;
+    int fd = -EBADF, r;
+
+    r = vm_template_dir(e->host, e->template_name, tdir, sizeof(tdir));
+    if (r >= 0) {
+        r = snapshot_key(e->host, tdir, e->vcpus, e->memory_mib, key);
+    }
+    if (r < 0) {
+        return r;
+    }
+    snprintf(parent, sizeof(parent), "%s/snapshots", tdir);
+    snprintf(dir, sizeof(dir), "%s/%s", parent, key);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
+    usec_t t = now_monotonic();
+    r = verify_and_load(dir, key, &fd, &why);
+    if (r == -EBADMSG) {
+        log_warning("snapshot '%s' of template '%s' is bad (%s): deleting and rebuilding it", dir,
+                    e->template_name, why);
+    }
+    if (r < 0) {
+        (void)rm_rf(dir);
+        (void)rm_rf(tmp);
+        r = mkdir_p(tmp, 0700);
+        if (r >= 0) {
+            log_info("building snapshot of template '%s' (%u vcpus, %u MiB)", e->template_name,
+                     e->vcpus, e->memory_mib);
+            t = now_monotonic();
+            r = build(e, tdir, tmp);
+        }
+        if (r >= 0) {
+            r = write_manifest(tmp, e, key);
+        }
+        if (r >= 0) {
+            r = NERRNO(rename(tmp, dir));
+        }
+        if (r >= 0) {
+            int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            r = pfd < 0 || fsync(pfd) < 0 ? -errno : 0;
+            close_safe(pfd);
+        }
+        if (r >= 0) {
+            r = verify_and_load(dir, key, &fd, &why);
+        }
+        if (r < 0) {
+            (void)rm_rf(tmp);
+            return log_warning_errno(r, "snapshot of template '%s' failed%s%s: %m",
+                                     e->template_name, why ? ": " : "", why ? why : "");
+        }
+        log_info("snapshot of template '%s' built in %.1f s: %s", e->template_name,
+                 (double)(now_monotonic() - t) / USEC_PER_SEC, dir);
+    } else {
+        log_info("snapshot of template '%s' verified in %.1f s: %s", e->template_name,
+                 (double)(now_monotonic() - t) / USEC_PER_SEC, dir);
+    }
+    struct snapshot *s = calloc(1, sizeof(*s));
+    if (!s) {
+        close_safe(fd);
+        return -ENOMEM;
+    }
+    s->refs = 1;
+    s->memory_fd = fd;
+    snprintf(s->dir, sizeof(s->dir), "%s", dir);
+    *ret = s;
+    return 0;
+}
+
+static struct snapshot *snapshot_unref_locked(struct snapshot *s)
+{
+    if (s && --s->refs == 0) {
+        close_safe(s->memory_fd);
+        free(s);
+    }
+    return NULL;
+}
+
+/*
+ * At exit: a build in progress has a VM of ours running that is no sandbox;
+ * wait for the worker to stop and remove it (bounded by the boot timeout), so
+ * a node that exits leaves no builder VM behind (a kill -9 leaves a CREATING
+ * record, which the next start removes).
+ */
+static void snapshot_atexit(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    exiting = true;
+    while (worker_running) {
+        pthread_cond_wait(&worker_done, &registry_lock);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct entry *e;
+        pthread_mutex_lock(&registry_lock);
+        for (e = entries; e && e->state != ENTRY_PENDING; e = e->next) {
+        }
+        if (!e || exiting) {
+            worker_running = false;
+            pthread_cond_broadcast(&worker_done);
+            pthread_mutex_unlock(&registry_lock);
+            return NULL;
+        }
+        e->state = ENTRY_BUILDING;
+        pthread_mutex_unlock(&registry_lock);
+
+        /* Entries are never freed, so e stays valid without the lock; only this thread
+         * changes an entry in BUILDING. */
+        struct snapshot *s = NULL;
+        char key[65] = "";
+        int r = prepare(e, key, &s);
+
+        pthread_mutex_lock(&registry_lock);
+        e->snap = snapshot_unref_locked(e->snap);
+        if (r >= 0) {
+            e->snap = s;
+            memcpy(e->key, key, sizeof(e->key));
+            e->state = ENTRY_READY;
+        } else {
+            e->state = ENTRY_FAILED;
+            e->retry_at = now_monotonic() + SNAPSHOT_RETRY;
+        }
+        pthread_mutex_unlock(&registry_lock);
+    }
+}
+
+/* Under registry_lock: the entry for this size, made when missing (NULL on OOM). */
+static struct entry *entry_find(const struct vm_host *host, const char *template_name,
+                                unsigned vcpus, unsigned memory_mib, bool make)
+{
+    struct entry *e;
+    for (e = entries; e; e = e->next) {
+        if (strcmp(e->template_name, template_name) == 0 && e->vcpus == vcpus &&
+            e->memory_mib == memory_mib) {
+            return e;
+        }
+    }
+    if (!make || strlen(template_name) >= sizeof(e->template_name)) {
+        return NULL;
+    }
+    e = calloc(1, sizeof(*e));
+    if (!e) {
+        return NULL;
+    }
+    e->host = host;
+    snprintf(e->template_name, sizeof(e->template_name), "%s", template_name);
+    e->vcpus = vcpus;
+    e->memory_mib = memory_mib;
+    e->state = ENTRY_FAILED; /* retry_at 0: due now */
+    e->next = entries;
+    entries = e;
+    return e;
+}
+
+/* Under registry_lock: moves e to PENDING and makes sure the worker runs. */
+static void entry_schedule(struct entry *e)
+{
+    e->state = ENTRY_PENDING;
+    e->snap = snapshot_unref_locked(e->snap);
+    if (exiting) {
+        e->state = ENTRY_FAILED;
+        return;
+    }
+    if (!atexit_registered) {
+        atexit_registered = atexit(snapshot_atexit) == 0;
+    }
+    if (!worker_running) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, worker, NULL) == 0) {
+            worker_running = true;
+        } else {
+            e->state = ENTRY_FAILED;
+            e->retry_at = now_monotonic() + SNAPSHOT_RETRY;
+        }
+        pthread_attr_destroy(&attr);
+    }
+}
+
+int snapshot_get(const struct vm_host *host, const char *template_name, unsigned vcpus,
+                 unsigned memory_mib, struct snapshot **ret)
+{
+    char tdir[PATH_MAX], key[65];
+    int r;
+
+    if (!host->snapshots) {
+        return -EOPNOTSUPP;
+    }
+    r = vm_template_dir(host, template_name, tdir, sizeof(tdir));
+    if (r < 0) {
+        return r;
+    }
+    /* The key of what is on disk now: a rebuilt template has a new one. */
+    r = snapshot_key(host, tdir, vcpus, memory_mib, key);
+    if (r < 0) {
+        return r;
+    }
+    pthread_mutex_lock(&registry_lock);
+    struct entry *e = entry_find(host, template_name, vcpus, memory_mib, true);
+    r = -EAGAIN;
+    if (!e) {
+        r = -ENOMEM;
+    } else if (e->state == ENTRY_READY && strcmp(e->key, key) == 0) {
+        e->snap->refs++;
+        *ret = e->snap;
+        r = 0;
+    } else if (e->state == ENTRY_READY ||
+               (e->state == ENTRY_FAILED && now_monotonic() >= e->retry_at)) {
+        entry_schedule(e);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return r;
+}
+
+void snapshot_prepare(const struct vm_host *host, const char *template_name, unsigned vcpus,
+                      unsigned memory_mib)
+{
+    struct snapshot *s = NULL;
+    if (snapshot_get(host, template_name, vcpus, memory_mib, &s) == 0) {
+        snapshot_unref(s);
+    }
+}
+
+struct snapshot *snapshot_unref(struct snapshot *s)
+{
+    pthread_mutex_lock(&registry_lock);
+    snapshot_unref_locked(s);
+    pthread_mutex_unlock(&registry_lock);
+    return NULL;
+}
+
+const char *snapshot_dir(const struct snapshot *s)
+{
+    return s->dir;
+}
+
+int snapshot_memory_fd(const struct snapshot *s)
+{
+    return s->memory_fd;
+}
+
+void snapshot_suspect(struct snapshot *s)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (struct entry *e = entries; e; e = e->next) {
+        if (e->state == ENTRY_READY && e->snap == s) {
+            entry_schedule(e); /* prepare() verifies it again before anyone restores it */
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+const char *snapshot_status(const char *template_name, unsigned vcpus, unsigned memory_mib)
+{
+    pthread_mutex_lock(&registry_lock);
+    struct entry *e = entry_find(NULL, template_name, vcpus, memory_mib, false);
+    const char *s = e ? state_names[e->state] : "none";
+    pthread_mutex_unlock(&registry_lock);
+    return s;
+}

@@ -1,0 +1,55 @@
+#pragma once
+/*
+ * Template snapshots (architecture.md "Fast create"): a template booted once,
+ * its agent answering, the guest settled, then paused and snapshotted with
+ * its RAM in a shared memory file. Creates restore from it copy-on-write
+ * instead of booting a kernel (vm.c).
+ *
+ * On disk, beside the template (so a template rebuild, which swaps the
+ * template directory whole, retires its snapshots):
+ *
+ *   templates/<name>/snapshots/<key>/vmstate       device state (runtime.h)
+ *                                    memory        guest RAM, sparse
+ *                                    rootfs.ext4   the disk as it was at the snapshot
+ *                                    manifest.json sizes and SHA-256 of the three
+ *
+ * <key> is the SHA-256 of everything the snapshot depends on: template.json
+ * (its kernel and image keys, its build time), the QEMU version, vcpus and
+ * memory, the accelerator, tb-size and the guest command line. A snapshot is
+ * verified against its manifest before its first use in each node process
+ * (and its memory loaded into a sealed memfd that restores map private); a
+ * corrupt or truncated one is deleted and rebuilt, never restored.
+ *
+ * Builds and verification run on one background thread of their own; a
+ * create never waits for them: snapshot_get() answers -EAGAIN and the create
+ * cold-boots meanwhile. Thread-safe.
+ */
+#include <stdbool.h>
+
+#include "node/vm.h"
+
+struct snapshot;
+
+/*
+ * The ready snapshot of template at this size, as a new reference in *ret,
+ * or -EAGAIN when none is ready yet (its preparation is started in the
+ * background, or is backing off after a failure), -ENOENT for no template,
+ * -EOPNOTSUPP when the node runs with --snapshots off.
+ */
+int snapshot_get(const struct vm_host *host, const char *template_name, unsigned vcpus,
+                 unsigned memory_mib, struct snapshot **ret);
+/* NULL-safe; returns NULL. */
+struct snapshot *snapshot_unref(struct snapshot *s);
+/* The snapshot's directory (for runtime_restore()) and its sealed memory memfd. */
+const char *snapshot_dir(const struct snapshot *s);
+int snapshot_memory_fd(const struct snapshot *s);
+/* A restore from s failed in the VMM: verify s again (rebuilding it if it is bad) before
+ * any further restore uses it. */
+void snapshot_suspect(struct snapshot *s);
+
+/* Starts preparing the snapshot of template at this size in the background (a build
+ * route, node start); no-op when it is ready or under way. */
+void snapshot_prepare(const struct vm_host *host, const char *template_name, unsigned vcpus,
+                      unsigned memory_mib);
+/* "ready", "building", "failed" or "none" (never asked for, or --snapshots off). */
+const char *snapshot_status(const char *template_name, unsigned vcpus, unsigned memory_mib);

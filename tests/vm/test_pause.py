@@ -1,0 +1,162 @@
+"""Pause and resume on the node (issue 12 item 1): QMP stop/cont with the memory resident.
+
+One node and one sandbox for the module: a process counting in memory keeps its count, files
+written just before the pause (never fsync'd) are there after it, the guest is frozen while
+paused (QEMU says so, and the guest's own uptime does not advance), its clock is re-synced on
+resume, a verb in the wrong state is a 409 naming the state, and a paused VM stays paused
+across a node crash and restart.
+"""
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from lib.platform import Node
+
+COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; "
+           "mv /dev/shm/count.tmp /dev/shm/count; sleep 0.1; done")
+
+
+@pytest.fixture(scope="module")
+def node():
+    n = Node("pause")
+    try:
+        n.start()
+        yield n
+        n.stop()
+        assert not n.leftovers(), n.leftovers()
+    finally:
+        n.destroy()
+
+
+@pytest.fixture(scope="module")
+def sb(node):
+    sb = node.create()
+    yield sb
+    if node.proc and node.call("GET", f"/v1/sandboxes/{sb['id']}")[0] == 200:
+        node.kill(sb["id"])
+
+
+def sh(node, sid, script):
+    res = node.exec(sid, "sh", "-c", script, timeout_ms=60000)
+    assert res["exit_code"] == 0, res
+    return res["stdout"].decode()
+
+
+def qmp_status(node, sb):
+    """QEMU's own run state, over the instance's QMP socket (one client at a time)."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(os.path.join(node.instance_dir(sb), "qmp.sock"))
+    f = s.makefile("rw")
+    try:
+        json.loads(f.readline())  # greeting
+        for cmd in ("qmp_capabilities", "query-status"):
+            f.write(json.dumps({"execute": cmd}) + "\n")
+            f.flush()
+            while True:
+                msg = json.loads(f.readline())
+                if "return" in msg or "error" in msg:
+                    break
+        return msg["return"]["status"]
+    finally:
+        f.close()
+        s.close()
+
+
+def pause(node, sid):
+    status, body = node.call("POST", f"/v1/sandboxes/{sid}/pause")
+    assert status == 200, (status, body)
+    assert body["state"] == "paused"
+    return body
+
+
+def resume(node, sid):
+    status, body = node.call("POST", f"/v1/sandboxes/{sid}/resume")
+    assert status == 200, (status, body)
+    assert body["state"] == "running"
+    return body
+
+
+def test_pause_keeps_memory_and_files_and_freezes_the_guest(node, sb):
+    sid = sb["id"]
+    sh(node, sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/counter.pid")
+    time.sleep(1)
+    pid = sh(node, sid, "cat /dev/shm/counter.pid").strip()
+    # Written just before the pause and never synced: only memory holds it.
+    before = sh(node, sid, "echo unsynced-1 > /root/unsynced; cat /dev/shm/count; "
+                "cut -d' ' -f1 /proc/uptime").split()
+    count_before, uptime_before = int(before[0]), float(before[1])
+    assert count_before > 0
+
+    paused = pause(node, sid)
+    print(f"node pause: {paused['pause_ms']:.1f} ms")
+    assert qmp_status(node, sb) == "paused"
+    # While paused nothing runs in the guest: exec is refused with the state, not hung.
+    status, body = node.call("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "true"})
+    assert status == 409 and "paused" in body["message"], (status, body)
+    status, body = node.call("GET", f"/v1/sandboxes/{sid}")
+    assert status == 200 and body["state"] == "paused"
+    with open(os.path.join(node.instance_dir(sb), "instance.json")) as f:
+        assert json.load(f)["state"] == "paused"
+    t0 = time.monotonic()
+    time.sleep(6)
+
+    resumed = resume(node, sid)
+    print(f"node resume: {resumed['resume_ms']:.1f} ms")
+    wall = time.monotonic() - t0
+    assert qmp_status(node, sb) == "running"
+    after = sh(node, sid, "cat /dev/shm/count; cut -d' ' -f1 /proc/uptime; cat /root/unsynced; "
+               "cat /dev/shm/counter.pid; date +%s").split()
+    count_after, uptime_after = int(after[0]), float(after[1])
+    # The same process kept counting from where it was (its count lives in its memory).
+    assert after[3] == pid
+    assert count_after >= count_before
+    assert after[2] == "unsynced-1"
+    # Frozen: the guest's own clock (uptime) stood still for the 6 s it was paused.
+    assert uptime_after - uptime_before < wall - 4, (uptime_before, uptime_after, wall)
+    # ... and its wall clock was stepped back to ours by the resume's /init timestamp.
+    assert abs(int(after[4]) - time.time()) < 3, (after[4], time.time())
+    # It goes on counting.
+    time.sleep(1)
+    assert int(sh(node, sid, "cat /dev/shm/count")) > count_after
+
+
+def test_wrong_state_is_409_and_verbs_are_idempotent(node, sb):
+    sid = sb["id"]
+    status, body = node.call("POST", f"/v1/sandboxes/{sid}/resume")
+    # A running VM asked to resume: already there (the api re-runs operations after a crash).
+    assert status == 200 and body["state"] == "running", (status, body)
+    pause(node, sid)
+    status, body = node.call("POST", f"/v1/sandboxes/{sid}/pause")
+    assert status == 200 and body["state"] == "paused", (status, body)
+    status, body = node.call("PUT", f"/v1/sandboxes/{sid}/network", {"internet": False})
+    assert status == 404 and "not running" in body["message"], (status, body)
+    resume(node, sid)
+    status, body = node.call("POST", "/v1/sandboxes/nosuchsandboxxxxxxxx/pause")
+    assert status in (400, 404), (status, body)
+
+
+def test_paused_vm_stays_paused_across_a_node_crash(node, sb):
+    sid = sb["id"]
+    sh(node, sid, "echo unsynced-2 > /root/unsynced2")
+    pause(node, sid)
+    node.crash()
+    assert qmp_status(node, sb) == "paused"
+    node.start()
+    status, body = node.call("GET", f"/v1/sandboxes/{sid}")
+    assert status == 200 and body["state"] == "paused", (status, body)
+    assert body["instance_id"] == sb["instance_id"] and body["pid"] == sb["pid"]
+    assert qmp_status(node, sb) == "paused"
+    resume(node, sid)
+    assert sh(node, sid, "cat /root/unsynced2").strip() == "unsynced-2"
+
+
+def test_kill_of_a_paused_sandbox(node):
+    other = node.create()
+    pause(node, other["id"])
+    node.kill(other["id"])
+    assert node.call("GET", f"/v1/sandboxes/{other['id']}")[0] == 404
+    assert not os.path.exists(node.instance_dir(other))
