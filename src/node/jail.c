@@ -29,6 +29,7 @@
 #include <linux/sched.h>
 #include <linux/securebits.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -57,6 +58,7 @@
 #define QEMU_MODULE_DIR "/usr/lib/x86_64-linux-gnu/qemu"
 #define QEMU_DATA_DIR "/usr/share/qemu"
 #define DYNAMIC_LOADER "/lib64/ld-linux-x86-64.so.2"
+#define JAIL_CHILD_TIMEOUT_MS 10000
 
 static struct {
     bool enabled;
@@ -625,11 +627,15 @@ static void child_drop(const struct child_ctx *c)
             child_fail(c, "set an rlimit");
         }
     }
-    /* Raw syscalls rather than libcap, which allocates (see the top of the file). */
-    if (setgroups(s->n_groups, s->groups) < 0) {
+    /* Raw syscalls rather than libcap, which allocates (see the top of the file), and rather
+     * than glibc's set*id() wrappers: after our raw clone glibc still thinks the process has
+     * the parent's threads, and its setxid broadcast would take a lock one of them may have
+     * held at the clone and wait on threads that do not exist here (8 concurrent creates
+     * hung). The child is one thread: the raw syscall is what we want. */
+    if (syscall(SYS_setgroups, s->n_groups, s->groups) < 0) {
         child_fail(c, "set supplementary groups");
     }
-    if (setresgid(s->gid, s->gid, s->gid) < 0) {
+    if (syscall(SYS_setresgid, s->gid, s->gid, s->gid) < 0) {
         child_fail(c, "set gid");
     }
     for (int cap = 0; cap < 64; cap++) {
@@ -644,7 +650,7 @@ static void child_drop(const struct child_ctx *c)
               0, 0, 0) < 0) {
         child_fail(c, "lock securebits");
     }
-    if (setresuid(s->uid, s->uid, s->uid) < 0) {
+    if (syscall(SYS_setresuid, s->uid, s->uid, s->uid) < 0) {
         child_fail(c, "set uid");
     }
     if (syscall(SYS_capset, &head, none) < 0 ||
@@ -683,7 +689,11 @@ static _Noreturn void child_run(const struct child_ctx *c)
         (void)dup2(c->spec->stderr_fd, 2);
     }
     (void)setsid();
-    if (read(c->sync_fd, &go, 1) != 1) {
+    /* Until exec we hold copies of whatever the parent had open (its flock()ed lease files
+     * among them): never wait for long. Our parent thread dying kills us until then. */
+    (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    struct pollfd p = { .fd = c->sync_fd, .events = POLLIN };
+    if (poll(&p, 1, JAIL_CHILD_TIMEOUT_MS) != 1 || read(c->sync_fd, &go, 1) != 1) {
         child_fail(c, "hear from the parent");
     }
     /* After the parent placed us in our cgroup: that becomes our cgroup namespace's root. */
@@ -700,6 +710,8 @@ static _Noreturn void child_run(const struct child_ctx *c)
     }
     child_fds(c);
     child_drop(c);
+    /* The VMM outlives the worker thread that started it. */
+    (void)prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
     execve(c->spec->path, (char *const *)c->argv, (char *const *)envp);
     child_fail(c, "exec the program");
 }
@@ -752,11 +764,22 @@ int jail_spawn(const struct jail_spec *spec, const char *const *argv, pid_t *ret
         r = -errno;
     }
     sync_pipe[1] = close_safe(sync_pipe[1]);
-    ssize_t n;
+    /* A child that neither execs nor fails in time is killed: a create never hangs here. */
+    struct pollfd p = { .fd = err_pipe[0], .events = POLLIN };
+    ssize_t n = -1;
+    int k;
     do {
-        n = read(err_pipe[0], &e, sizeof(e));
-    } while (n < 0 && errno == EINTR);
-    if (r >= 0 && n == sizeof(e)) {
+        k = poll(&p, 1, JAIL_CHILD_TIMEOUT_MS);
+    } while (k < 0 && errno == EINTR);
+    if (k == 0 && r >= 0) {
+        r = -ETIMEDOUT;
+    }
+    if (k > 0) {
+        do {
+            n = read(err_pipe[0], &e, sizeof(e));
+        } while (n < 0 && errno == EINTR);
+    }
+    if (r >= 0 && n == (ssize_t)sizeof(e)) {
         r = -(e > 0 ? e : EIO);
     } else if (r >= 0 && n != 0) {
         r = -EIO;
@@ -825,7 +848,10 @@ void jail_vmm_limits(const struct runtime_config *cfg, struct cgroup_limits *ret
     *ret = (struct cgroup_limits){
         .memory_max = ((uint64_t)cfg->memory_mib + jail.vmm_overhead_mib) << 20,
         .cpu_weight = 100 * MAX(cfg->vcpus, 1u),
-        .cpu_quota_pc = 100 * MAX(cfg->vcpus, 1u) + 50,
+        /* One CPU per vCPU plus one for QEMU's own threads (main loop, I/O, RCU): a tighter
+         * quota throttles a vCPU for the rest of a 100 ms period, which a booting guest's timer
+         * calibration cannot take (seen here: "IO-APIC + timer doesn't work" panics). */
+        .cpu_quota_pc = 100 * MAX(cfg->vcpus, 1u) + 100,
         .pids_max = JAIL_VMM_PIDS_MAX,
     };
 }

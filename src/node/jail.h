@@ -120,7 +120,7 @@ int jail_vmm_binds(const char *sandbox_dir, const char *template_file, struct ja
                    char *template_dir, size_t n);
 
 /* The limits of a VMM for cfg: memory = guest RAM + the configured overhead, CPU weight 100
- * per vCPU, quota one CPU per vCPU plus half a CPU for QEMU's own threads, pids. */
+ * per vCPU, quota one CPU per vCPU plus one for QEMU's own threads, pids. */
 struct cgroup_limits;
 void jail_vmm_limits(const struct runtime_config *cfg, struct cgroup_limits *ret);
 
