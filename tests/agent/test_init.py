@@ -79,7 +79,8 @@ def test_pid1_setup(init_agent):
                   user="root")
     lines = res.stdout.decode().splitlines()
     assert lines[0].split()[1] != "1"    # our parent is the server, not init
-    assert lines[1] == "sandbox"
+    # a guest is named after its sandbox (the node's /init re-identifies every create)
+    assert lines[1] == (init_agent.sid if init_agent.kind == "guest" else "sandbox")
     assert lines[2] == "space-agent"
     assert lines[3:6] == ["tmpfs", "tmpfs", "devpts"]
     assert lines[6] == "1777"
