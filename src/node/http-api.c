@@ -9,6 +9,7 @@
  *                                         -> 201 sandbox (200 when `id` already runs here:
  *                                         idempotent; snapshot: false forces a cold boot)
  *   GET    /v1/instances                  {instances: [...]}: every VM, bound to a sandbox or not
+ *   GET    /v1/pools                      warm-pool levels per template and size (pool.h)
  *   GET    /v1/sandboxes                  {sandboxes: [...]}
  *   GET    /v1/sandboxes/{id}             sandbox
  *   DELETE /v1/sandboxes/{id}             204
@@ -52,6 +53,7 @@
 #include "basic/parse-util.h"
 #include "gw/policy.h"
 #include "node/manager.h"
+#include "node/pool.h"
 #include "node/snapshot.h"
 #include "shared/gw-proto.h"
 #include "shared/http-util.h"
@@ -76,6 +78,9 @@ static json_t *vm_to_json(const struct vm *vm)
         "timings_ms", "clone", vm->timing.clone / 1000.0, "network", vm->timing.network / 1000.0,
         "vmm", vm->timing.vmm / 1000.0, "boot", vm->timing.boot / 1000.0, "total",
         vm->timing.total / 1000.0, "mode", vm->timing.restored ? "restore" : "boot");
+    if (j && vm->timing.pooled) {
+        json_object_set_new(json_object_get(j, "timings_ms"), "mode", json_string("pool"));
+    }
     if (j && vm->rt) {
         json_object_set_new(j, "pid", json_integer(runtime_pid(vm->rt)));
     }
@@ -135,6 +140,7 @@ static void handle_templates(struct manager *m, struct evhttp_request *req)
             /* Listing a template also starts its snapshot (default size) when it has none
              * yet: snapshot.h; "snapshot" says where that is. */
             snapshot_prepare(&m->host, de->d_name, m->default_vcpus, m->default_memory_mib);
+            pool_want(m->warm, de->d_name, m->default_vcpus, m->default_memory_mib);
             json_object_set_new(t, "name", json_string(de->d_name));
             json_object_set_new(
                 t, "snapshot",
@@ -248,7 +254,9 @@ struct create_job {
 static void create_work(void *p)
 {
     struct create_job *j = p;
-    j->r = vm_create(&j->m->host, j->vm, &j->res);
+    /* A vm with a VMM already is a warm-pool member (pool.h). */
+    j->r =
+        j->vm->rt ? pool_bind(&j->m->host, j->vm, &j->res) : vm_create(&j->m->host, j->vm, &j->res);
 }
 
 static void create_done(void *p)
@@ -266,6 +274,9 @@ static void create_done(void *p)
                               j->res.error ? j->res.error : strerror(-j->r));
         vm_free(vm);
     } else {
+        if (vm->rt != j->res.rt) {
+            runtime_vm_free(vm->rt); /* a pool member that failed to bind, made anew */
+        }
         vm->rt = j->res.rt;
         vm->timing = j->res.timing;
         vm->rec.pid = j->res.pid;
@@ -428,7 +439,13 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         http_util_reply_error(req, 404, "template '%s' not found", template_name);
         goto out;
     }
-    if (m->n_vms >= m->max_sandboxes) {
+    /* Create sources in order (CONTRACTS): a warm-pool member, else restore, else boot. */
+    struct vm *member =
+        json_is_false(snap) ? NULL : pool_take(m->warm, template_name, vcpus, memory);
+    if (!member) {
+        pool_make_room(m->warm, memory + m->vmm_overhead_mib);
+    }
+    if (!member && m->n_vms >= m->max_sandboxes) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
         http_util_reply_error(req, 503, "this node is at capacity (%u sandboxes)",
                               m->max_sandboxes);
@@ -436,7 +453,8 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     }
     /* Never overcommit into the OOM killer: every VMM's cgroup may use its RAM + overhead. */
     uint64_t committed = manager_memory_committed_mib(m);
-    if (m->memory_budget_mib && committed + memory + m->vmm_overhead_mib > m->memory_budget_mib) {
+    if (!member && m->memory_budget_mib &&
+        committed + memory + m->vmm_overhead_mib > m->memory_budget_mib) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
         http_util_reply_error(req, 503,
                               "this node is at capacity: memory budget %llu MiB, %llu MiB "
@@ -450,11 +468,15 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         r = sandbox_id_new(fresh_id);
         if (r < 0) {
             http_util_reply_error(req, 500, "cannot make a sandbox id: %s", strerror(-r));
+            if (member) {
+                pool_discard(m->warm, member);
+            }
             goto out;
         }
         id = fresh_id;
     }
-    r = vm_new(template_name, vcpus, memory, &vm);
+    vm = TAKE_PTR(member);
+    r = vm ? 0 : vm_new(template_name, vcpus, memory, &vm);
     if (r >= 0) {
         vm->cold_boot = json_is_false(snap);
         r = manager_bind(m, vm, id); /* persisted by the create job's first record */
@@ -473,9 +495,12 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     if (r >= 0) {
         vm->rec.network = TAKE_PTR(network);
     }
-    if (r >= 0) {
+    if (r >= 0 && !vm->rt) {
         r = manager_add(m, vm);
-    } else {
+    } else if (r < 0 && vm->rt) {
+        pool_discard(m->warm, vm);
+        vm = NULL;
+    } else if (r < 0) {
         vm = vm_free(vm);
     }
     j = calloc(1, sizeof(*j));
@@ -492,7 +517,9 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     goto out;
 fail:
     free(j);
-    if (vm) {
+    if (vm && vm->rt) {
+        pool_discard(m->warm, vm); /* a taken pool member */
+    } else if (vm) {
         manager_remove(m, vm);
         vm_free(vm);
     }
@@ -1036,6 +1063,10 @@ static void dispatch(struct evhttp_request *req, void *userdata)
     }
     if (strcmp(path, "/v1/egress-audit") == 0 && method == EVHTTP_REQ_GET) {
         handle_egress_audit(m, req);
+        return;
+    }
+    if (strcmp(path, "/v1/pools") == 0 && method == EVHTTP_REQ_GET) {
+        http_util_reply_json(req, 200, pool_to_json(m->warm));
         return;
     }
     if (strcmp(path, "/v1/instances") == 0 && method == EVHTTP_REQ_GET) {

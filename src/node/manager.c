@@ -21,6 +21,7 @@
 #include "basic/macro.h"
 #include "gw/policy.h"
 #include "node/netslot.h"
+#include "node/pool.h"
 
 int manager_run_job(struct manager *m, manager_job_fn work, manager_job_fn done, void *job)
 {
@@ -153,6 +154,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
         }
         egress_push_ca(m, vm); /* retries of a re-send that failed */
     }
+    pool_tick(m->warm);
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *userdata)
@@ -181,8 +183,8 @@ void manager_job_finished(struct manager *m)
 /*
  * Never re-enters the loop: it only arms a deadline and returns, and the
  * loop breaks when the last job completes or the deadline passes. Nothing
- * is destroyed. A create that is cut off leaves a "creating" record, which
- * the next start destroys; an exec that is cut off loses its connection.
+ * is destroyed but the warm pool's members (nobody's sandbox). A create that is cut off leaves a
+ * "creating" record, which the next start destroys; an exec that is cut off loses its connection.
  */
 void manager_shutdown(struct manager *m)
 {
@@ -191,6 +193,7 @@ void manager_shutdown(struct manager *m)
     if (m->stopping) {
         return;
     }
+    pool_shutdown(m->warm); /* before stopping: its destroys are jobs */
     m->stopping = true;
     if (manager_jobs_pending(m) == 0) {
         event_base_loopbreak(m->base);
@@ -494,6 +497,7 @@ struct manager *manager_free(struct manager *m)
     if (m->sigint) {
         event_free(m->sigint);
     }
+    m->warm = pool_free(m->warm);
     if (m->tick) {
         event_free(m->tick);
     }

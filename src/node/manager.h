@@ -18,7 +18,8 @@ struct manager {
     struct event *sigterm, *sigint, *tick, *stop_timer;
     struct vm_host host;
     struct worker_pool *pool;
-    struct vm **vms; /* every instance, bound or not */
+    struct pool *warm; /* the warm pool of restored, paused instances (pool.h); NULL: off */
+    struct vm **vms;   /* every instance, bound or not */
     size_t n_vms, cap_vms;
     unsigned max_sandboxes;
     uint64_t memory_budget_mib; /* guest RAM + VMM overhead of every instance at most; 0: none */

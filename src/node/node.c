@@ -33,6 +33,7 @@
 #include "node/console.h"
 #include "node/jail.h"
 #include "node/manager.h"
+#include "node/pool.h"
 #include "node/tunnel.h"
 #include "shared/gw-proto.h"
 
@@ -57,6 +58,7 @@ static unsigned arg_vmm_overhead_mib = JAIL_VMM_OVERHEAD_MIB_DEFAULT;
 static uint32_t arg_memory_budget_mib = 0; /* 0: MemTotal - 1 GiB */
 static bool arg_snapshots = true;
 static uint32_t arg_tb_size = RUNTIME_TB_SIZE_DEFAULT_MIB;
+static uint32_t arg_pool;
 
 static void help(void)
 {
@@ -85,6 +87,8 @@ static void help(void)
            "                        the host's memory less 1 GiB); creates beyond it get 503\n"
            "  --snapshots on|off    create by restoring template snapshots (default on)\n"
            "  --tb-size MIB         TCG translation buffer per VM (default %u)\n"
+           "  --pool N              keep N restored, paused instances per template ready for\n"
+           "                        creates (default 0: off; needs --snapshots on)\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
            arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT, RUNTIME_TB_SIZE_DEFAULT_MIB);
 }
@@ -113,6 +117,7 @@ static int parse_args(int argc, char **argv)
         { "memory-budget-mib", required_argument, NULL, 'B' },
         { "snapshots", required_argument, NULL, 'P' },
         { "tb-size", required_argument, NULL, 'Z' },
+        { "pool", required_argument, NULL, 'p' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -219,6 +224,11 @@ static int parse_args(int argc, char **argv)
                 return log_error_errno(-EINVAL, "invalid --snapshots '%s' (on or off)", optarg);
             }
             arg_snapshots = strcmp(optarg, "on") == 0;
+            break;
+        case 'p':
+            if (parse_u32(optarg, &arg_pool) < 0 || arg_pool > 64) {
+                return log_error_errno(-EINVAL, "invalid --pool '%s' (0..64)", optarg);
+            }
             break;
         case 'L':
             r = log_level_from_string(optarg);
@@ -369,6 +379,13 @@ int main(int argc, char **argv)
     log_info("memory budget: %llu MiB (guest RAM + %u MiB per VMM)",
              (unsigned long long)m->memory_budget_mib, arg_vmm_overhead_mib);
     m->share_dir = arg_share_dir;
+    if (arg_pool > 0 && arg_snapshots) {
+        r = pool_new(m, arg_pool, &m->warm);
+        if (r < 0) {
+            log_error_errno(r, "cannot set up the warm pool: %m");
+            goto out;
+        }
+    }
     m->agent_path = arg_agent;
     m->cache_dir = arg_cache_dir;
 

@@ -395,6 +395,8 @@ enum create_mode {
     CREATE_RESTORE, /* restore of the template's snapshot (snapshot.h) */
     CREATE_SOURCE,  /* cold boot with shared RAM, no /init, never marked running: the
                        VM a template snapshot is taken of (snapshot.c) */
+    CREATE_MEMBER,  /* restore, one warming /init, paused, never marked running: a warm-pool
+                       member (pool.h); vm_bind_member() makes it a sandbox */
 };
 
 static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum create_mode mode,
@@ -417,7 +419,8 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
     if (r < 0) {
         goto fail;
     }
-    if (mode == CREATE_RESTORE) {
+    bool restore = mode == CREATE_RESTORE || mode == CREATE_MEMBER;
+    if (restore) {
         cfg.memory = RUNTIME_MEMORY_PRIVATE;
         cfg.memory_fd = snapshot_memory_fd(snap);
     } else if (mode == CREATE_SOURCE) {
@@ -442,8 +445,7 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
         goto fail;
     }
     /* A restore continues from the disk as it was when its snapshot was taken. */
-    snprintf(src, sizeof(src), "%s/rootfs.ext4",
-             mode == CREATE_RESTORE ? snapshot_dir(snap) : tdir);
+    snprintf(src, sizeof(src), "%s/rootfs.ext4", restore ? snapshot_dir(snap) : tdir);
     r = clone_file(src, p.rootfs, &reflinked);
     if (r >= 0) {
         r = fault_point("create.clone");
@@ -468,14 +470,14 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
     }
     ret->timing.network = now_monotonic() - t;
 
-    step = mode == CREATE_RESTORE ? "restore vmm" : "start vmm";
+    step = restore ? "restore vmm" : "start vmm";
     t = now_monotonic();
-    r = mode == CREATE_RESTORE ? runtime_restore(host->runtime, &cfg, snapshot_dir(snap), &rt)
-                               : runtime_boot(host->runtime, &cfg, &rt);
-    if (r >= 0 && mode == CREATE_RESTORE) {
+    r = restore ? runtime_restore(host->runtime, &cfg, snapshot_dir(snap), &rt)
+                : runtime_boot(host->runtime, &cfg, &rt);
+    if (r >= 0 && restore) {
         r = fault_point("create.restore");
     }
-    if (r < 0 && mode == CREATE_RESTORE) {
+    if (r < 0 && restore) {
         ret->snapshot_suspect = true;
     }
     if (r >= 0) {
@@ -500,11 +502,11 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
 
     step = "wait for agent";
     t = now_monotonic();
-    r = mode == CREATE_RESTORE ? runtime_resume(rt) : 0;
+    r = restore ? runtime_resume(rt) : 0;
     if (r >= 0) {
         r = vm_wait_ready(host, rt);
     }
-    if (r < 0 && mode == CREATE_RESTORE) {
+    if (r < 0 && restore) {
         ret->snapshot_suspect = true;
     }
     if (r >= 0) {
@@ -515,7 +517,22 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
     }
     ret->timing.boot = now_monotonic() - t;
 
-    if (mode != CREATE_SOURCE) {
+    if (mode == CREATE_MEMBER) {
+        /* One real /init (the clock only) translates the agent's path a bind takes, then
+         * the vCPUs stop until a create binds it. */
+        step = "warm agent";
+        identity = vm_clock_init_body(&rec, now_realtime());
+        r = identity ? vm_agent_init(rt, identity, &agent_error) : -ENOMEM;
+        if (r >= 0) {
+            r = runtime_pause(rt);
+        }
+        if (r >= 0) {
+            r = fault_point("create.member");
+        }
+        if (r < 0) {
+            goto fail;
+        }
+    } else if (mode != CREATE_SOURCE) {
         /* Every sandbox, booted or restored, gets its own identity (vm_identity_json()). */
         step = "initialise agent";
         identity = vm_identity_json(vm);
@@ -531,11 +548,12 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
         }
     }
     ret->timing.total = now_monotonic() - t0;
-    ret->timing.restored = mode == CREATE_RESTORE;
+    ret->timing.restored = restore;
 
     /* Durable first: the loop marks the vm running only after this is on disk. A
-     * snapshot source stays CREATING: a node that crashes before it is done removes it. */
-    rec.state = mode == CREATE_SOURCE ? VM_CREATING : VM_RUNNING;
+     * snapshot source or pool member stays CREATING: a node that crashes before it is
+     * bound removes it. */
+    rec.state = mode == CREATE_SOURCE || mode == CREATE_MEMBER ? VM_CREATING : VM_RUNNING;
     r = vm_save_record(host, &rec);
     if (r >= 0) {
         r = fault_point("create.running");
@@ -604,6 +622,55 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
 int vm_create_source(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret)
 {
     return vm_create_with(host, vm, CREATE_SOURCE, NULL, ret);
+}
+
+int vm_create_member(const struct vm_host *host, const struct vm *vm, struct snapshot *snap,
+                     struct vm_create_result *ret)
+{
+    return vm_create_with(host, vm, CREATE_MEMBER, snap, ret);
+}
+
+int vm_bind_member(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret)
+{
+    struct instance_record rec = vm->rec; /* bound by the loop; this job's copy */
+    char *identity = NULL, *agent_error = NULL;
+    const char *step = "resume";
+    usec_t t0 = now_monotonic();
+    int r;
+
+    *ret = (struct vm_create_result){ .pid = rec.pid, .pid_start_time = rec.pid_start_time };
+    r = runtime_resume(vm->rt);
+    if (r >= 0) {
+        r = fault_point("bind.resume");
+    }
+    ret->timing.vmm = now_monotonic() - t0;
+    if (r >= 0) {
+        step = "initialise agent";
+        identity = vm_identity_json(vm);
+        r = identity ? vm_agent_init(vm->rt, identity, &agent_error) : -ENOMEM;
+        free(identity);
+    }
+    if (r >= 0 && vm->init_json) {
+        init_json_ca(vm->init_json, rec.ca_given);
+    }
+    if (r >= 0) {
+        step = "save state";
+        rec.state = VM_RUNNING;
+        r = vm_save_record(host, &rec);
+    }
+    if (r < 0) {
+        struct strbuf sb = STRBUF_INIT;
+        strbuf_appendf(&sb, "binding pool member %s: %s failed: %s", rec.iid, step,
+                       agent_error ? agent_error : strerror(-r));
+        ret->error = strbuf_detach(&sb, NULL);
+        free(agent_error);
+        return r;
+    }
+    ret->timing.boot = now_monotonic() - t0 - ret->timing.vmm;
+    ret->timing.total = now_monotonic() - t0;
+    ret->timing.restored = ret->timing.pooled = true;
+    ret->rt = vm->rt;
+    return 0;
 }
 
 int vm_destroy(const struct vm_host *host, const struct vm *vm)

@@ -24,6 +24,8 @@
 #include "node/vm-state.h"
 #include "shared/envd.h"
 
+struct snapshot;
+
 /* Host-wide settings every vm needs; owned by the manager, read-only for workers. */
 struct vm_host {
     const char *data_dir; /* instances/<iid>/ and templates/<name>/ live here */
@@ -39,6 +41,7 @@ struct vm_host {
 struct vm_timing {
     usec_t clone, network, vmm, boot, total;
     bool restored; /* a snapshot restore ("mode":"restore"), else a cold boot */
+    bool pooled;   /* bound from the warm pool ("mode":"pool", pool.h) */
 };
 
 struct vm {
@@ -117,6 +120,15 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
 /* Worker: a cold boot with shared RAM that is never marked running and gets no /init:
  * the VM a template snapshot is taken of (snapshot.c). The caller stops and destroys it. */
 int vm_create_source(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret);
+/* Worker: a warm-pool member (pool.h): restored from snap, its agent driven through one
+ * /init (so TCG has translated that path), then paused; never marked running, no identity.
+ * The record stays CREATING and unbound, so a node crash leaves nothing a restart keeps. */
+int vm_create_member(const struct vm_host *host, const struct vm *vm, struct snapshot *snap,
+                     struct vm_create_result *ret);
+/* Worker: binds the paused member vm (vm->rt, vm->rec bound to its sandbox by the loop):
+ * resumes it, re-identifies it (/init, as vm_create() does) and records it running. ret->rt is
+ * vm->rt on success. On failure the VMM is left as it is (the caller destroys the vm). */
+int vm_bind_member(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret);
 /* Worker: removes every trace of the vm. Idempotent; does not touch *vm. */
 int vm_destroy(const struct vm_host *host, const struct vm *vm);
 
