@@ -5,9 +5,10 @@
  *   GET    /health                        node status, accelerator
  *   GET    /v1/templates                  built templates
  *   POST   /v1/templates/{name}/build     build (or confirm cached) from the recipe -> template
- *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?, snapshot?}
- *                                         -> 201 sandbox (200 when `id` already runs here:
- *                                         idempotent; snapshot: false forces a cold boot)
+ *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?, snapshot?,
+ *                                         pool?} -> 201 sandbox (200 when `id` already runs
+ *                                         here: idempotent; snapshot: false forces a cold
+ *                                         boot, pool: false a restore past the warm pool)
  *   GET    /v1/instances                  {instances: [...]}: every VM, bound to a sandbox or not
  *   GET    /v1/pools                      warm-pool levels per template and size (pool.h)
  *   GET    /v1/sandboxes                  {sandboxes: [...]}
@@ -417,6 +418,12 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         http_util_reply_error(req, 400, "'snapshot' must be a boolean");
         goto out;
     }
+    /* "pool": false skips the warm pool (pool.h): a restore or boot even with members ready. */
+    json_t *use_pool = json_object_get(body, "pool");
+    if (use_pool && !json_is_boolean(use_pool)) {
+        http_util_reply_error(req, 400, "'pool' must be a boolean");
+        goto out;
+    }
     json_t *net = json_object_get(body, "network");
     if (net && !json_is_object(net)) {
         http_util_reply_error(req, 400, "'network' must be an object (a native egress policy)");
@@ -440,8 +447,8 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         goto out;
     }
     /* Create sources in order (CONTRACTS): a warm-pool member, else restore, else boot. */
-    struct vm *member =
-        json_is_false(snap) ? NULL : pool_take(m->warm, template_name, vcpus, memory);
+    bool skip_pool = json_is_false(snap) || json_is_false(use_pool);
+    struct vm *member = skip_pool ? NULL : pool_take(m->warm, template_name, vcpus, memory);
     if (!member) {
         pool_make_room(m->warm, memory + m->vmm_overhead_mib);
     }

@@ -203,8 +203,7 @@ static void entry_sweep(struct pool *p, struct entry *e, const char *current)
     }
 }
 
-struct vm *pool_take(struct pool *p, const char *template_name, unsigned vcpus,
-                     unsigned memory_mib)
+struct vm *pool_take(struct pool *p, const char *template_name, unsigned vcpus, unsigned memory_mib)
 {
     char current[PATH_MAX];
     struct entry *e;
@@ -243,10 +242,9 @@ void pool_make_room(struct pool *p, uint64_t need_mib)
     }
     for (size_t i = 0; i < p->n_entries; i++) {
         struct entry *e = &p->entries[i];
-        while (e->n > 0 &&
-               (m->n_vms >= m->max_sandboxes ||
-                (m->memory_budget_mib &&
-                 manager_memory_committed_mib(m) + need_mib > m->memory_budget_mib))) {
+        while (e->n > 0 && (m->n_vms >= m->max_sandboxes ||
+                            (m->memory_budget_mib &&
+                             manager_memory_committed_mib(m) + need_mib > m->memory_budget_mib))) {
             /* Out of the table now, so the create that needs the room sees it free; its
              * VMM is destroyed on a worker right after. */
             manager_remove(m, e->members[e->n - 1].vm);
@@ -325,8 +323,7 @@ static void fill_done(void *arg)
         vm->rec.pid = j->res.pid;
         vm->rec.pid_start_time = j->res.pid_start_time;
         e->members[e->n].vm = vm;
-        snprintf(e->members[e->n].snap_dir, sizeof(e->members[e->n].snap_dir), "%s",
-                 j->snap_dir);
+        snprintf(e->members[e->n].snap_dir, sizeof(e->members[e->n].snap_dir), "%s", j->snap_dir);
         e->n++;
         e->refills++;
         log_debug("warm pool: member %s of template '%s' ready in %.1f ms (%zu/%u)", vm->rec.iid,
@@ -440,9 +437,8 @@ json_t *pool_to_json(const struct pool *p)
         json_t *members = json_array();
         for (size_t k = 0; members && k < e->n; k++) {
             const struct vm *vm = e->members[k].vm;
-            json_array_append_new(members,
-                                  json_pack("{s:s, s:i}", "instance_id", vm->rec.iid, "pid",
-                                            vm->rt ? (int)runtime_pid(vm->rt) : 0));
+            json_array_append_new(members, json_pack("{s:s, s:i}", "instance_id", vm->rec.iid,
+                                                     "pid", vm->rt ? (int)runtime_pid(vm->rt) : 0));
         }
         json_array_append_new(
             list, json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:I, s:I, s:o}", "template",
