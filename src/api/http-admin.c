@@ -83,6 +83,12 @@ void http_templates_list(struct request_ctx *c)
     http_relay_to_node(c, "GET", "/v1/templates", NULL, NODE_CLIENT_TIMEOUT);
 }
 
+void http_pools_list(struct request_ctx *c)
+{
+    /* The node's warm-pool levels (src/node/pool.h), as it answers them. */
+    http_relay_to_node(c, "GET", "/v1/pools", NULL, NODE_CLIENT_TIMEOUT);
+}
+
 void http_template_build(struct request_ctx *c)
 {
     char path[128];

@@ -53,6 +53,7 @@ void http_sandbox_restore(struct request_ctx *c);
 void http_operation_get(struct request_ctx *c);
 void http_operation_wait(struct request_ctx *c);
 void http_templates_list(struct request_ctx *c);
+void http_pools_list(struct request_ctx *c);
 void http_info(struct request_ctx *c);
 void http_template_build(struct request_ctx *c);
 void http_keys_create(struct request_ctx *c);

@@ -384,6 +384,7 @@ int cmd_up(int argc, char **argv)
         { "egress-ceiling", required_argument, NULL, 'E' },
         { "upstream-dns", required_argument, NULL, 'U' },
         { "upstream-ca", required_argument, NULL, 'C' },
+        { "pool", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
         {},
     };
@@ -397,6 +398,9 @@ int cmd_up(int argc, char **argv)
     const char *cert = NULL, *cert_key = NULL;
     char node[PATH_MAX], api[PATH_MAX], key_path[PATH_MAX];
     bool detach = false;
+    /* Warm-pool members per template (space-node --pool): fast creates without tuning. */
+    const char *pool = "2";
+    uint32_t pool_n;
     int c;
 
     optind = 1;
@@ -438,6 +442,13 @@ int cmd_up(int argc, char **argv)
         case 'C':
             egress.upstream_ca = optarg;
             break;
+        case 'P':
+            if (parse_u32(optarg, &pool_n) < 0 || pool_n > 64) {
+                fprintf(stderr, "space: --pool is 0..64 members per template, not '%s'\n", optarg);
+                return 2;
+            }
+            pool = optarg;
+            break;
         default:
             return cli_usage(c == 'h',
                              "usage: space up [--detach] [--store URL] [--listen IP:PORT] "
@@ -445,7 +456,7 @@ int cmd_up(int argc, char **argv)
                              "                [--ingress-cert FILE --ingress-key FILE] "
                              "[--domain NAME] [--accel auto|kvm|tcg]\n"
                              "                [--egress-ceiling deny|allowlist|internet] "
-                             "[--upstream-dns IP[:PORT]] [--upstream-ca FILE]\n");
+                             "[--upstream-dns IP[:PORT]] [--upstream-ca FILE] [--pool N]\n");
         }
     }
     if (egress.ceiling && strcmp(egress.ceiling, "deny") != 0 &&
@@ -510,6 +521,10 @@ int cmd_up(int argc, char **argv)
         nargv[nn++] = gw_sock;
     } else if (node_knows(node, "--no-gw")) {
         nargv[nn++] = "--no-gw"; /* not waiting for a gateway that never comes */
+    }
+    if (node_knows(node, "--pool")) {
+        nargv[nn++] = "--pool";
+        nargv[nn++] = pool;
     }
     nargv[nn] = NULL;
     if (ensure_daemon("node", nargv, node_socket()) < 0) {

@@ -518,10 +518,11 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
     ret->timing.boot = now_monotonic() - t;
 
     if (mode == CREATE_MEMBER) {
-        /* One real /init (the clock only) translates the agent's path a bind takes, then
-         * the vCPUs stop until a create binds it. */
+        /* One real /init, a whole identity of its own (hostname = its instance id),
+         * translates every step of the agent's path a bind takes; then the vCPUs stop
+         * until a create binds it and sends the real one. */
         step = "warm agent";
-        identity = vm_clock_init_body(&rec, now_realtime());
+        identity = vm_identity_json(vm);
         r = identity ? vm_agent_init(rt, identity, &agent_error) : -ENOMEM;
         if (r >= 0) {
             r = runtime_pause(rt);
