@@ -399,6 +399,8 @@ enum create_mode {
                        member (pool.h); vm_bind_member() makes it a sandbox */
 };
 
+static int vm_warm_exec(const struct vm_host *host, const struct vm *vm, struct runtime_vm *rt);
+
 static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum create_mode mode,
                           struct snapshot *snap, struct vm_create_result *ret)
 {
@@ -525,6 +527,9 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
         identity = vm_identity_json(vm);
         r = identity ? vm_agent_init(rt, identity, &agent_error) : -ENOMEM;
         if (r >= 0) {
+            r = vm_warm_exec(host, vm, rt);
+        }
+        if (r >= 0) {
             r = runtime_pause(rt);
         }
         if (r >= 0) {
@@ -623,6 +628,26 @@ int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_
 int vm_create_source(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret)
 {
     return vm_create_with(host, vm, CREATE_SOURCE, NULL, ret);
+}
+
+/* A pool member's first command (pool.h): the agent's process path translated before a bind,
+ * so the sandbox's first exec does not pay for it. */
+static int vm_warm_exec(const struct vm_host *host, const struct vm *vm, struct runtime_vm *rt)
+{
+    static const char *const no_args[] = { NULL };
+    struct vm_exec_request req = {
+        .cmd = "/bin/true", .args = no_args, .env = no_args, .timeout_ms = 10000
+    };
+    struct vm_exec_result res;
+    /* vm_exec() reads the record's token and the handle only: a copy with this job's. */
+    struct vm warm = *vm;
+    warm.rt = rt;
+    int r = vm_exec(host, &warm, &req, &res);
+    if (r >= 0 && (!res.exited || res.exit_code != 0)) {
+        r = -EPROTO;
+    }
+    vm_exec_result_release(&res);
+    return r;
 }
 
 int vm_create_member(const struct vm_host *host, const struct vm *vm, struct snapshot *snap,
