@@ -132,6 +132,25 @@ def test_dead_member_is_replaced_not_handed_out(node):
             or f"binding pool member {victim['instance_id']}" in log), log[-3000:]
 
 
+def test_stale_member_is_replaced_not_handed_out(node):
+    p = wait_pool_full(node)
+    old = {m["instance_id"] for m in p["members"]}
+    # template.json is part of the snapshot key: a change retires the snapshot and the
+    # members restored from it.
+    path = os.path.join(node.data, "templates/base/template.json")
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text.rstrip() + "\n\n")
+    with node_sandbox(node) as sb:
+        assert sb["instance_id"] not in old, sb
+        assert sb["timings_ms"]["mode"] != "pool", sb
+        assert sh(node, sb["id"], "echo ok") == "ok\n"
+    p = wait_pool_full(node)
+    assert not old & {m["instance_id"] for m in p["members"]}, p
+    assert "the template's snapshot changed" in open(node.log_path).read()
+
+
 def test_node_killed_with_full_pool_leaves_nothing(node):
     p = wait_pool_full(node)
     members = [m["instance_id"] for m in p["members"]]
