@@ -339,7 +339,7 @@ static int ingress_lookup(void *userdata, const char *sandbox_id, struct ingress
     int r = route_cache_lookup(m->routes, sandbox_id, &e);
 
     if (r < 0) {
-        return r; /* -ENOENT unknown or killed, -EAGAIN still being created */
+        return r; /* -ENOENT unknown or killed, -EHOSTDOWN paused, -EAGAIN being created */
     }
     *ret = (struct ingress_target){ 0 };
     if (strlen(m->tunnel_socket) >= sizeof(ret->tunnel_socket) ||

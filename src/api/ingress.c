@@ -138,6 +138,7 @@ struct ingress_conn {
     bool upgrade;                 /* the request asks for a protocol switch */
     bool sent_response;           /* response bytes went to the client: no error page any more */
     bool head_request;            /* HEAD: the response has no body */
+    bool paused_reply;            /* our answer is E2B's "paused" one (canAutoResume in it) */
     bool keep_alive;              /* another request may follow this exchange */
     bool head_started;            /* the next request's first bytes arrived (keep-alive) */
     unsigned requests;            /* served on this connection so far */
@@ -296,7 +297,9 @@ static int error_body(const struct ingress_conn *c, int status, const char *mess
             r = strbuf_appendf(sb, "\",\"port\":\"%s", port);
         }
         if (r >= 0) {
-            r = strbuf_appendf(sb, "\",\"code\":%d}", status);
+            /* E2B's paused answer says whether traffic would wake it: never, in space yet. */
+            r = strbuf_appendf(sb, "\",\"code\":%d%s}", status,
+                               c->paused_reply ? ",\"canAutoResume\":false" : "");
         }
         return r;
     }
@@ -1129,6 +1132,12 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
     r = c->ig->lookup(c->ig->userdata, c->id, &target);
     if (r == -ENOENT || r == -EAGAIN) {
         reply_not_found(c);
+        return;
+    }
+    if (r == -EHOSTDOWN) {
+        /* E2B's proxy answer for a paused sandbox: traffic does not resume it. */
+        c->paused_reply = true;
+        conn_reply(c, 409, "The sandbox is paused", false, NULL);
         return;
     }
     if (r < 0) {

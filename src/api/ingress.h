@@ -51,8 +51,11 @@ struct ingress_target {
  * Resolves a (validated) sandbox id, once per connection, on the loop
  * thread; it should not block for long. Returns 0 with *ret filled,
  * -ENOENT for an unknown or killed sandbox, -EAGAIN for one that exists but
- * is not running (paused, resuming); any other negative errno is a lookup
- * failure. Both not-found cases answer 502 "The sandbox was not found".
+ * is not running yet (creating), -EHOSTDOWN for one that is paused or
+ * suspended (or on its way there or back); any other negative errno is a
+ * lookup failure. Both not-found cases answer 502 "The sandbox was not
+ * found"; a paused one gets E2B's proxy answer: 409 {"sandboxId", "message":
+ * "The sandbox is paused", "code": 409, "canAutoResume": false}.
  */
 typedef int (*ingress_lookup_fn)(void *userdata, const char *sandbox_id,
                                  struct ingress_target *ret);
