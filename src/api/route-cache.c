@@ -144,6 +144,7 @@ static int entry_from_row(const struct store_sandbox *sb, struct route_entry *re
         ret->has_token = true;
     }
     ret->private_traffic = sb->private_traffic;
+    ret->auto_resume = sb->auto_resume;
     if (sb->private_traffic && ret->has_token &&
         traffic_token_derive(ret->access_token, ret->traffic_token) < 0) {
         ret->traffic_token[0] = '\0'; /* fail closed */

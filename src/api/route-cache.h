@@ -48,6 +48,7 @@ struct route_entry {
     /* Not running because it is paused or suspended, or on its way there or back (what
      * E2B calls paused): the ingress gives E2B's paused answer, not "not found". */
     bool paused;
+    bool auto_resume; /* paused: traffic wakes it (E2B lifecycle.autoResume) */
     bool has_token;
     char access_token[ROUTE_CACHE_TOKEN_MAX + 1]; /* envd's, when has_token */
     /* User ports demand traffic_token in e2b-traffic-access-token. Empty when it cannot be
