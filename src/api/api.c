@@ -24,6 +24,7 @@
 #include <openssl/ssl.h>
 
 #include "api/api-listener.h"
+#include "api/auto-resume.h"
 #include "api/auth.h"
 #include "api/controller.h"
 #include "api/ingress.h"
@@ -338,8 +339,13 @@ static int ingress_lookup(void *userdata, const char *sandbox_id, struct ingress
     struct route_entry e;
     int r = route_cache_lookup(m->routes, sandbox_id, &e);
 
+    if (r == -EHOSTDOWN && e.auto_resume && auto_resume_wake(m, sandbox_id) >= 0) {
+        explicit_bzero(&e, sizeof(e));
+        return -EINPROGRESS; /* the ingress holds the request until it runs */
+    }
     if (r < 0) {
-        return r; /* -ENOENT unknown or killed, -EAGAIN still being created */
+        explicit_bzero(&e, sizeof(e));
+        return r; /* -ENOENT unknown or killed, -EHOSTDOWN paused, -EAGAIN being created */
     }
     *ret = (struct ingress_target){ 0 };
     if (strlen(m->tunnel_socket) >= sizeof(ret->tunnel_socket) ||

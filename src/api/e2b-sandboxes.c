@@ -118,8 +118,8 @@ static bool check_create_fields(struct evhttp_request *req, json_t *body)
         if (!get_bool(req, v, "enabled", &b)) {
             return false;
         }
-        if (b) {
-            reply_not_implemented(req, "auto-resume on traffic (lifecycle.autoResume)");
+        if (b && !pause) {
+            http_util_reply_error(req, 400, "'autoResume' needs 'autoPause': true");
             return false;
         }
     }
@@ -318,6 +318,8 @@ void e2b_sandbox_create(struct request_ctx *c)
         .private_traffic = wants_private_traffic(body),
         .network_json = network,
         .auto_pause = json_is_true(json_object_get(body, "autoPause")),
+        .auto_resume =
+            json_is_true(json_object_get(json_object_get(body, "autoResume"), "enabled")),
     };
     r = lifecycle_create(c->m, &p, id, op);
     if (r < 0) {

@@ -111,8 +111,20 @@
 #define INGRESS_UNAUTH_BODY_MAX (64u << 20) /* signed /files uploads (no token) */
 #define INGRESS_ACCEPT_RETRY_MSEC 100
 #define INGRESS_KEEPALIVE_SEC 60 /* waiting for the next request on a kept-alive connection */
+/* Requests held while their sandbox is woken (auto-resume, ingress.h -EINPROGRESS). */
+#define INGRESS_HOLD_MAX 16
+#define INGRESS_HOLD_SEC 60
+#define INGRESS_HOLD_POLL_MSEC 100
 
-enum conn_state { CONN_HEAD, CONN_TUNNEL, CONN_PROXY, CONN_RELAY, CONN_REPLY, CONN_CLOSED };
+enum conn_state {
+    CONN_HEAD,
+    CONN_HOLD,
+    CONN_TUNNEL,
+    CONN_PROXY,
+    CONN_RELAY,
+    CONN_REPLY,
+    CONN_CLOSED
+};
 enum up_mode { UP_HOLD, UP_BODY, UP_DISCARD, UP_NEXT, UP_RAW };
 enum down_mode { DOWN_HEAD, DOWN_BODY, DOWN_RAW, DOWN_DONE };
 
@@ -134,13 +146,16 @@ struct ingress_conn {
     bool lingering;
     char id[SANDBOX_ID_LEN + 1]; /* "" until routed */
     uint16_t port;
-    bool html;                    /* our error pages as HTML (Accept prefers it) */
-    bool upgrade;                 /* the request asks for a protocol switch */
-    bool sent_response;           /* response bytes went to the client: no error page any more */
-    bool head_request;            /* HEAD: the response has no body */
-    bool keep_alive;              /* another request may follow this exchange */
-    bool head_started;            /* the next request's first bytes arrived (keep-alive) */
-    unsigned requests;            /* served on this connection so far */
+    bool html;          /* our error pages as HTML (Accept prefers it) */
+    bool upgrade;       /* the request asks for a protocol switch */
+    bool sent_response; /* response bytes went to the client: no error page any more */
+    bool head_request;  /* HEAD: the response has no body */
+    size_t hold_len;    /* CONN_HOLD: the head's length, parsed again when it is looked up */
+    usec_t hold_until;  /* CONN_HOLD: then 504 */
+    bool paused_reply;  /* our answer is E2B's "paused" one (canAutoResume in it) */
+    bool keep_alive;    /* another request may follow this exchange */
+    bool head_started;  /* the next request's first bytes arrived (keep-alive) */
+    unsigned requests;  /* served on this connection so far */
     struct sockaddr_storage peer; /* for listener_release() */
     bool has_peer;
     struct relay *relay;         /* CONN_RELAY: after 101, both sockets are the relay's */
@@ -296,7 +311,9 @@ static int error_body(const struct ingress_conn *c, int status, const char *mess
             r = strbuf_appendf(sb, "\",\"port\":\"%s", port);
         }
         if (r >= 0) {
-            r = strbuf_appendf(sb, "\",\"code\":%d}", status);
+            /* E2B's paused answer says whether traffic would wake it: never, in space yet. */
+            r = strbuf_appendf(sb, "\",\"code\":%d%s}", status,
+                               c->paused_reply ? ",\"canAutoResume\":false" : "");
         }
         return r;
     }
@@ -1100,6 +1117,38 @@ static unsigned max_per_sandbox(const struct ingress *ig)
     return MAX(listener_max_conns(ig->listener) / 8, (unsigned)INGRESS_MAX_PER_SANDBOX_MIN);
 }
 
+static unsigned sandbox_held(const struct ingress *ig, const char *id)
+{
+    unsigned n = 0;
+    for (const struct ingress_conn *k = ig->conns; k; k = k->next) {
+        n += k->state == CONN_HOLD && strcmp(k->id, id) == 0;
+    }
+    return n;
+}
+
+/* Waits for a sandbox being woken (auto-resume): timer_cb() looks it up again. */
+static void hold(struct ingress_conn *c, size_t head_len)
+{
+    struct timeval tv = { 0, INGRESS_HOLD_POLL_MSEC * 1000 };
+
+    if (c->state != CONN_HOLD) {
+        if (sandbox_held(c->ig, c->id) >= INGRESS_HOLD_MAX) {
+            conn_reply(c, 503, "too many requests waiting for this sandbox to resume", false,
+                       "Retry-After: 1\r\n");
+            return;
+        }
+        c->state = CONN_HOLD;
+        c->hold_len = head_len;
+        c->hold_until = now_monotonic() + INGRESS_HOLD_SEC * USEC_PER_SEC;
+        bufferevent_disable(c->client, EV_READ); /* the body waits in the kernel */
+    }
+    if (now_monotonic() >= c->hold_until) {
+        conn_reply(c, 504, "The sandbox did not resume in time", false, NULL);
+        return;
+    }
+    evtimer_add(c->timer, &tv);
+}
+
 static void head_complete(struct ingress_conn *c, size_t head_len)
 {
     struct ingress_head_request req;
@@ -1129,6 +1178,16 @@ static void head_complete(struct ingress_conn *c, size_t head_len)
     r = c->ig->lookup(c->ig->userdata, c->id, &target);
     if (r == -ENOENT || r == -EAGAIN) {
         reply_not_found(c);
+        return;
+    }
+    if (r == -EINPROGRESS) {
+        hold(c, head_len);
+        return;
+    }
+    if (r == -EHOSTDOWN) {
+        /* E2B's proxy answer for a paused sandbox: traffic does not resume it. */
+        c->paused_reply = true;
+        conn_reply(c, 409, "The sandbox is paused", false, NULL);
         return;
     }
     if (r < 0) {
@@ -1311,6 +1370,9 @@ static void timer_cb(evutil_socket_t fd, short what, void *userdata)
     switch (c->state) {
     case CONN_HEAD:
         conn_close(c, "request head timeout");
+        break;
+    case CONN_HOLD:
+        head_complete(c, c->hold_len); /* looks it up again: held, routed or answered */
         break;
     case CONN_TUNNEL:
         conn_reply(c, 502, "The sandbox is not reachable", false, NULL);

@@ -51,8 +51,14 @@ struct ingress_target {
  * Resolves a (validated) sandbox id, once per connection, on the loop
  * thread; it should not block for long. Returns 0 with *ret filled,
  * -ENOENT for an unknown or killed sandbox, -EAGAIN for one that exists but
- * is not running (paused, resuming); any other negative errno is a lookup
- * failure. Both not-found cases answer 502 "The sandbox was not found".
+ * is not running yet (creating), -EHOSTDOWN for one that is paused or
+ * suspended (or on its way there or back); any other negative errno is a
+ * lookup failure. Both not-found cases answer 502 "The sandbox was not
+ * found"; a paused one gets E2B's proxy answer: 409 {"sandboxId", "message":
+ * "The sandbox is paused", "code": 409, "canAutoResume": false}. -EINPROGRESS: paused, and being
+ * woken (auto-resume): the request is held, its lookup repeated every INGRESS_HOLD_POLL_MSEC until
+ * it answers otherwise, at most INGRESS_HOLD_MAX held per sandbox (503 beyond) and INGRESS_HOLD_SEC
+ * each (then 504 "The sandbox did not resume in time").
  */
 typedef int (*ingress_lookup_fn)(void *userdata, const char *sandbox_id,
                                  struct ingress_target *ret);

@@ -105,6 +105,7 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
         .private_traffic = p->private_traffic,
         .network_json = (char *)p->network_json,
         .auto_pause = p->auto_pause,
+        .auto_resume = p->auto_resume,
     };
     r = store_begin(m->store);
     if (r < 0) {

@@ -129,6 +129,12 @@ static int entry_from_row(const struct store_sandbox *sb, struct route_entry *re
     }
     memcpy(ret->id, sb->id, SANDBOX_ID_LEN + 1);
     ret->running = strcmp(sb->state, SANDBOX_STATE_RUNNING) == 0;
+    /* The states sandbox_e2b_state() calls paused (sandbox.c is not linked here). */
+    static const char *const paused[] = { "pausing",    "paused",    "resuming",
+                                          "suspending", "suspended", "restoring" };
+    for (size_t i = 0; i < sizeof(paused) / sizeof(paused[0]); i++) {
+        ret->paused = ret->paused || strcmp(sb->state, paused[i]) == 0;
+    }
     if (sb->envd_access_token) {
         size_t n = strlen(sb->envd_access_token);
         if (n > ROUTE_CACHE_TOKEN_MAX) {
@@ -138,6 +144,7 @@ static int entry_from_row(const struct store_sandbox *sb, struct route_entry *re
         ret->has_token = true;
     }
     ret->private_traffic = sb->private_traffic;
+    ret->auto_resume = sb->auto_resume;
     if (sb->private_traffic && ret->has_token &&
         traffic_token_derive(ret->access_token, ret->traffic_token) < 0) {
         ret->traffic_token[0] = '\0'; /* fail closed */
@@ -191,7 +198,7 @@ int route_cache_lookup(const struct route_cache *rc, const char *id, struct rout
     if (ret) {
         *ret = p->e;
     }
-    return p->e.running ? 0 : -EAGAIN;
+    return p->e.running ? 0 : p->e.paused ? -EHOSTDOWN : -EAGAIN;
 }
 
 size_t route_cache_size(const struct route_cache *rc)

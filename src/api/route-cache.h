@@ -45,6 +45,10 @@ struct route_cache;
 struct route_entry {
     char id[SANDBOX_ID_LEN + 1];
     bool running; /* else: exists but is not running (creating) */
+    /* Not running because it is paused or suspended, or on its way there or back (what
+     * E2B calls paused): the ingress gives E2B's paused answer, not "not found". */
+    bool paused;
+    bool auto_resume; /* paused: traffic wakes it (E2B lifecycle.autoResume) */
     bool has_token;
     char access_token[ROUTE_CACHE_TOKEN_MAX + 1]; /* envd's, when has_token */
     /* User ports demand traffic_token in e2b-traffic-access-token. Empty when it cannot be
@@ -64,7 +68,8 @@ struct route_cache *route_cache_free(struct route_cache *rc);
  */
 int route_cache_apply(struct route_cache *rc, const struct store_sandbox *sb);
 void route_cache_remove(struct route_cache *rc, const char *id);
-/* 0 with *ret for a running sandbox, -EAGAIN for one that is not running, -ENOENT. */
+/* 0 with *ret for a running sandbox, -EHOSTDOWN for a paused one (entry.paused), -EAGAIN for
+ * one that is not running otherwise (creating), -ENOENT. */
 int route_cache_lookup(const struct route_cache *rc, const char *id, struct route_entry *ret);
 size_t route_cache_size(const struct route_cache *rc);
 

@@ -128,9 +128,9 @@ json_t *sandbox_to_e2b_detail(const struct store_sandbox *sb, const char *domain
         json_object_set_new(j, "alias", json_string(sb->alias));
     }
     json_object_set_new(j, "domain", domain ? json_string(domain) : json_null());
-    json_object_set_new(
-        j, "lifecycle",
-        json_pack("{s:b, s:s}", "autoResume", 0, "onTimeout", sb->auto_pause ? "pause" : "kill"));
+    json_object_set_new(j, "lifecycle",
+                        json_pack("{s:b, s:s}", "autoResume", sb->auto_resume, "onTimeout",
+                                  sb->auto_pause ? "pause" : "kill"));
     return j;
 }
 

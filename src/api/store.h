@@ -56,6 +56,9 @@ struct store_sandbox {
      * remaining_us). 0 = nothing kept (not paused); -1 = it had no end time. */
     int64_t remaining_us;
     bool auto_pause; /* at its end time it is suspended, not killed (E2B autoPause) */
+    /* Traffic through the ingress restores (or resumes) it (E2B lifecycle.autoResume). Bit 1
+     * of the auto_pause column (bit 0: auto_pause), so it needs no migration of its own. */
+    bool auto_resume;
 };
 
 struct store_sandbox_filter {

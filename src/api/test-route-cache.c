@@ -48,9 +48,20 @@ static void test_apply_lookup_remove(void **state)
     assert_int_equal(route_cache_apply(rc, &sb), 0);
     assert_int_equal(route_cache_lookup(rc, ID_A, &e), -EAGAIN);
 
-    sb = row(ID_A, "running", "running", "tok", 2);
+    /* Paused and suspended (and the moves between) are E2B's paused, not "not running". */
+    static const char *const paused[] = { "pausing",    "paused",    "resuming",
+                                          "suspending", "suspended", "restoring" };
+    for (size_t i = 0; i < sizeof(paused) / sizeof(paused[0]); i++) {
+        sb = row(ID_A, paused[i], "running", "tok", 2);
+        assert_int_equal(route_cache_apply(rc, &sb), 0);
+        assert_int_equal(route_cache_lookup(rc, ID_A, &e), -EHOSTDOWN);
+        assert_true(e.paused);
+    }
+
+    sb = row(ID_A, "running", "running", "tok", 3);
     assert_int_equal(route_cache_apply(rc, &sb), 0);
     assert_int_equal(route_cache_lookup(rc, ID_A, &e), 0);
+    assert_false(e.paused);
     assert_string_equal(e.id, ID_A);
     assert_true(e.has_token);
     assert_string_equal(e.access_token, "tok");

@@ -99,7 +99,8 @@ def test_unknown_route_is_still_404(plat):
     # pause at the timeout does not exist yet.
     ({"autoPause": True, "autoPauseMemory": False}, 501, "memory"),
     ({"autoPause": False, "autoPauseMemory": True}, 400, "autopause"),
-    ({"autoResume": {"enabled": True}}, 501, "resume"),
+    # autoResume works with autoPause (tests/ingress/test_auto_resume.py), not without it.
+    ({"autoResume": {"enabled": True}}, 400, "autopause"),
     ({"autoResume": {"enabled": "yes"}}, 400, "enabled"),
     ({"autoResume": {"enabled": False, "x": 1}}, 400, "'x'"),
     # The egress policy (issue 9; tests/api/test_egress_api.py): a bad entry is named.

@@ -38,14 +38,11 @@ for (const id of ['nonexistingsandbox', 'a'.repeat(20), 'NOT-AN-ID']) {
   ok(`missing sandbox ${id}: kill is false, the rest SandboxNotFoundError`)
 }
 
-// onTimeout "pause" works (issue 12, pause_compat.mjs); without memory, or with auto-resume on
-// traffic, it does not yet.
+// onTimeout "pause" works (issue 12, pause_compat.mjs), with autoResume too
+// (tests/ingress/test_auto_resume.py); without memory it does not yet.
 await refused('onTimeout pause without memory', Sandbox.create('base', {
   lifecycle: { onTimeout: { action: 'pause', keepMemory: false } },
 }), /memory/)
-await refused('autoResume', Sandbox.create('base', {
-  lifecycle: { onTimeout: 'pause', autoResume: true },
-}), /resume/)
 // The egress policy exists (issue 9): a bad entry is refused, naming it.
 await invalid('network allowOut', Sandbox.create('base', {
   network: { allowOut: ['a..b'] },
