@@ -35,9 +35,8 @@ int disk_snapshot_dir(const struct vm_host *host, const char *id, char *buf, siz
     if (!sandbox_id_is_valid(id)) {
         return -EINVAL;
     }
-    return snprintf(buf, n, "%s/" SNAPSHOTS_DIR "/%s", host->data_dir, id) >= (int)n
-               ? -ENAMETOOLONG
-               : 0;
+    return snprintf(buf, n, "%s/" SNAPSHOTS_DIR "/%s", host->data_dir, id) >= (int)n ? -ENAMETOOLONG
+                                                                                     : 0;
 }
 
 static int fsync_path(const char *path, int flags)
@@ -84,7 +83,9 @@ static bool guest_sync(const struct vm_host *host, const struct vm *vm)
         log_sandbox_warning_errno(vm_sandbox_id(vm), r < 0 ? r : -EIO,
                                   "snapshot: the guest's sync failed (%s), taking a "
                                   "crash-consistent snapshot: %m",
-                                  res.error ? res.error : res.status ? res.status : "no answer");
+                                  res.error    ? res.error
+                                  : res.status ? res.status
+                                               : "no answer");
     }
     vm_exec_result_release(&res);
     return ok;
@@ -111,8 +112,8 @@ static json_t *meta_build(const struct vm *vm, const char *id, bool full, bool q
         }
         if (r >= 0) {
             bytes += (json_int_t)st.st_blocks * 512;
-            json_object_set_new(files, meta_files[i], json_pack("{s:I,s:s}", "size",
-                                                                (json_int_t)size, "sha256", hex));
+            json_object_set_new(files, meta_files[i],
+                                json_pack("{s:I,s:s}", "size", (json_int_t)size, "sha256", hex));
         }
     }
     *ret_r = r;
@@ -121,13 +122,12 @@ static json_t *meta_build(const struct vm *vm, const char *id, bool full, bool q
         return NULL;
     }
     rfc3339(created, stamp);
-    json_t *m = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:s,s:b,s:I,s:f,s:s,s:o}", "format",
-                          DISK_SNAPSHOT_FORMAT, "id", id, "kind", full ? "full" : "disk",
-                          "sandbox_id", vm_sandbox_id(vm), "template", vm->rec.template_name,
-                          "vcpus", (int)vm->rec.vcpus, "memory_mib", (int)vm->rec.memory_mib,
-                          "created_at", stamp, "quiesced", quiesced, "bytes", bytes, "paused_ms",
-                          paused_ms, "digest", "sha256 of (offset, bytes) of each non-zero page, then the size",
-                          "files", files);
+    json_t *m = json_pack(
+        "{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:s,s:b,s:I,s:f,s:s,s:o}", "format", DISK_SNAPSHOT_FORMAT,
+        "id", id, "kind", full ? "full" : "disk", "sandbox_id", vm_sandbox_id(vm), "template",
+        vm->rec.template_name, "vcpus", (int)vm->rec.vcpus, "memory_mib", (int)vm->rec.memory_mib,
+        "created_at", stamp, "quiesced", quiesced, "bytes", bytes, "paused_ms", paused_ms, "digest",
+        "sha256 of (offset, bytes) of each non-zero page, then the size", "files", files);
     if (!m) {
         *ret_r = -ENOMEM;
     }

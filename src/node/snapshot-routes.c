@@ -51,8 +51,8 @@ struct take_job {
 static void take_work(void *p)
 {
     struct take_job *j = p;
-    j->r = disk_snapshot_take(&j->m->host, j->vm, j->id, j->full, j->was_paused, &j->meta,
-                              &j->error);
+    j->r =
+        disk_snapshot_take(&j->m->host, j->vm, j->id, j->full, j->was_paused, &j->meta, &j->error);
 }
 
 static void take_done(void *p)
@@ -66,7 +66,10 @@ static void take_done(void *p)
     if (j->r < 0) {
         log_sandbox_warning_errno(vm_sandbox_id(vm), j->r, "snapshot %s failed: %s", j->id,
                                   j->error ? j->error : strerror(-j->r));
-        http_util_reply_error(j->req, j->r == -EEXIST ? 409 : j->r == -ENOENT ? 404 : 500,
+        http_util_reply_error(j->req,
+                              j->r == -EEXIST   ? 409
+                              : j->r == -ENOENT ? 404
+                                                : 500,
                               "cannot snapshot sandbox: %s", j->error ? j->error : strerror(-j->r));
     } else {
         double ms = (now_monotonic() - j->started) / 1000.0;
@@ -97,7 +100,8 @@ static void handle_take(struct manager *m, struct evhttp_request *req, struct vm
     id = json_string_value(json_object_get(body, "id"));
     kind = json_string_value(json_object_get(body, "kind"));
     if ((json_object_get(body, "id") && (!id || !sandbox_id_is_valid(id))) ||
-        (json_object_get(body, "kind") && (!kind || (strcmp(kind, "disk") && strcmp(kind, "full"))))) {
+        (json_object_get(body, "kind") &&
+         (!kind || (strcmp(kind, "disk") && strcmp(kind, "full"))))) {
         http_util_reply_error(req, 400, "'id' must be %d characters [a-z0-9]; 'kind' disk or full",
                               SANDBOX_ID_LEN);
         goto out;
@@ -113,7 +117,8 @@ static void handle_take(struct manager *m, struct evhttp_request *req, struct vm
         goto out;
     }
     if ((vm_state(vm) != VM_RUNNING && vm_state(vm) != VM_PAUSED) || !vm->rt || vm->snapshot_busy) {
-        http_util_reply_error(req, 409, "sandbox '%s' is %s%s; a snapshot needs it running or paused",
+        http_util_reply_error(req, 409,
+                              "sandbox '%s' is %s%s; a snapshot needs it running or paused",
                               vm_sandbox_id(vm), vm_state_to_string(vm_state(vm)),
                               vm->snapshot_busy ? " (another snapshot is under way)" : "");
         goto out;
@@ -123,7 +128,10 @@ static void handle_take(struct manager *m, struct evhttp_request *req, struct vm
         http_util_reply_error(req, 500, "out of memory");
         goto out;
     }
-    *j = (struct take_job){ .m = m, .req = req, .vm = vm, .started = now_monotonic(),
+    *j = (struct take_job){ .m = m,
+                            .req = req,
+                            .vm = vm,
+                            .started = now_monotonic(),
                             .full = kind && strcmp(kind, "full") == 0,
                             .was_paused = vm_state(vm) == VM_PAUSED };
     if (id) {
@@ -191,8 +199,8 @@ static void rollback_done(void *p)
     vm->snapshot_busy = false;
     if (j->r < 0 && j->lost) {
         /* The old VMM is gone and no new one runs: the sandbox is lost; remove it whole. */
-        log_sandbox_warning(vm_sandbox_id(vm), "rollback onto %s failed, sandbox lost: %s",
-                            j->id, j->res.error ? j->res.error : strerror(-j->r));
+        log_sandbox_warning(vm_sandbox_id(vm), "rollback onto %s failed, sandbox lost: %s", j->id,
+                            j->res.error ? j->res.error : strerror(-j->r));
         http_util_reply_error(j->req, 500, "rollback failed and the sandbox was lost: %s",
                               j->res.error ? j->res.error : strerror(-j->r));
         free(j->res.error);
@@ -260,7 +268,8 @@ static void handle_rollback(struct manager *m, struct evhttp_request *req, struc
     }
     /* The VMM is replaced: nothing else may be using it (an exec holds it). */
     if (vm_state(vm) != VM_RUNNING || !vm->rt || vm->snapshot_busy || vm->busy) {
-        http_util_reply_error(req, 409, "sandbox '%s' is %s%s; a rollback needs it running and idle",
+        http_util_reply_error(req, 409,
+                              "sandbox '%s' is %s%s; a rollback needs it running and idle",
                               vm_sandbox_id(vm), vm_state_to_string(vm_state(vm)),
                               vm->busy || vm->snapshot_busy ? " and busy" : "");
         goto out;
