@@ -55,6 +55,7 @@
 #include "gw/policy.h"
 #include "node/manager.h"
 #include "node/pool.h"
+#include "node/snapshot-routes.h"
 #include "node/snapshot.h"
 #include "shared/gw-proto.h"
 #include "shared/http-util.h"
@@ -92,8 +93,13 @@ static json_t *vm_to_json(const struct vm *vm)
     return j;
 }
 
+json_t *http_api_vm_json(const struct vm *vm)
+{
+    return vm_to_json(vm);
+}
+
 /* manager_run_job() failed: the pool is full (503, retry) or the node is stopping. */
-static void reply_no_worker(struct evhttp_request *req, int r)
+void http_api_reply_no_worker(struct evhttp_request *req, int r)
 {
     if (r == -EAGAIN || r == -ESHUTDOWN) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
@@ -238,7 +244,7 @@ static void handle_template_build(struct manager *m, struct evhttp_request *req,
     int r = manager_run_job(m, build_work, build_done, j);
     if (r < 0) {
         free(j);
-        reply_no_worker(req, r);
+        http_api_reply_no_worker(req, r);
     }
 }
 
@@ -518,7 +524,7 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     *j = (struct create_job){ .m = m, .req = req, .vm = vm };
     r = manager_run_job(m, create_work, create_done, j);
     if (r < 0) {
-        reply_no_worker(req, r);
+        http_api_reply_no_worker(req, r);
         goto fail;
     }
     goto out;
@@ -581,6 +587,11 @@ static void handle_kill(struct manager *m, struct evhttp_request *req, struct vm
         http_util_reply_error(req, 409, "sandbox '%s' is still being created", vm_sandbox_id(vm));
         return;
     }
+    if (vm->snapshot_busy) { /* its job uses the VMM and disk: kill after it (409) */
+        http_util_reply_error(req, 409, "sandbox '%s' is busy with a snapshot or rollback",
+                              vm_sandbox_id(vm));
+        return;
+    }
     if (!vm_state_can_transition(vm_state(vm), VM_STOPPING)) {
         http_util_reply_error(req, 404, "sandbox '%s' not found", vm_sandbox_id(vm));
         return;
@@ -594,7 +605,7 @@ static void handle_kill(struct manager *m, struct evhttp_request *req, struct vm
     r = manager_run_job(m, kill_work, kill_done, j);
     if (r < 0) {
         free(j);
-        reply_no_worker(req, r);
+        http_api_reply_no_worker(req, r);
         return;
     }
     vm_set_state(vm, VM_STOPPING);
@@ -718,7 +729,8 @@ static void handle_verb(struct manager *m, struct evhttp_request *req, struct vm
         return;
     }
     /* A suspended VM has no VMM; every other verb needs one. */
-    if (vm_state(vm) != verbs[verb].from || !vm->rt != (verb == VERB_RESTORE)) {
+    if (vm_state(vm) != verbs[verb].from || !vm->rt != (verb == VERB_RESTORE) ||
+        vm->snapshot_busy) {
         http_util_reply_error(req, 409, "sandbox '%s' is %s; %s needs it %s", vm_sandbox_id(vm),
                               vm_state_to_string(vm_state(vm)), verbs[verb].name,
                               vm_state_to_string(verbs[verb].from));
@@ -734,7 +746,7 @@ static void handle_verb(struct manager *m, struct evhttp_request *req, struct vm
     r = manager_run_job(m, verb_work, verb_done, j);
     if (r < 0) {
         free(j);
-        reply_no_worker(req, r);
+        http_api_reply_no_worker(req, r);
         return;
     }
     vm->busy++;
@@ -1021,7 +1033,7 @@ static void handle_exec(struct manager *m, struct evhttp_request *req, struct vm
 
     int r = manager_run_job(m, exec_work, exec_done, j);
     if (r < 0) {
-        reply_no_worker(req, r);
+        http_api_reply_no_worker(req, r);
         goto fail;
     }
     vm->busy++;
@@ -1084,6 +1096,10 @@ static void dispatch(struct evhttp_request *req, void *userdata)
         http_util_reply_json(req, 200, json_pack("{s:o}", "instances", list));
         return;
     }
+    if (strncmp(path, "/v1/snapshots", 13) == 0 && (!path[13] || path[13] == '/')) {
+        snapshot_routes_top(m, req, path);
+        return;
+    }
     if (strcmp(path, "/v1/sandboxes") == 0) {
         if (method == EVHTTP_REQ_POST) {
             handle_create(m, req);
@@ -1136,6 +1152,8 @@ static void dispatch(struct evhttp_request *req, void *userdata)
             handle_verb(m, req, vm, VERB_SUSPEND);
         } else if (strcmp(rest, "/restore") == 0 && method == EVHTTP_REQ_POST) {
             handle_verb(m, req, vm, VERB_RESTORE);
+        } else if (snapshot_routes_sandbox(m, req, vm, rest)) {
+            /* snapshots, rollback (snapshot-routes.h) */
         } else {
             http_util_reply_error(req, 404, "no route for %s", path);
         }

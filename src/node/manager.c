@@ -10,6 +10,7 @@
  * by its state (transitional states belong to the worker, vm-state.h) or by
  * vm->busy (exec).
  */
+#include "node/disk-snapshot.h"
 #include "node/manager.h"
 
 #include <errno.h>
@@ -465,6 +466,7 @@ int manager_new(struct event_base *base, const struct vm_host *host,
     if (r < 0) {
         log_warning_errno(r, "cannot reconcile instances: %m");
     }
+    disk_snapshot_sweep(&m->host); /* what a crash mid-snapshot left is never offered */
     r = http_api_register(m);
     if (r < 0) {
         goto fail;

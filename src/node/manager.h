@@ -6,6 +6,7 @@
  */
 #include <event2/event.h>
 #include <event2/http.h>
+#include <jansson.h>
 
 #include "node/egress-audit.h"
 #include "node/gw-client.h"
@@ -94,3 +95,7 @@ void manager_egress_detach(struct manager *m, struct vm *vm);
 
 /* Installs the HTTP routes (http-api.c). */
 int http_api_register(struct manager *m);
+/* For the routes in other files (snapshot-routes.c): a sandbox's JSON, and the answer
+ * when manager_run_job() refused (503 + Retry-After, or 500). */
+json_t *http_api_vm_json(const struct vm *vm);
+void http_api_reply_no_worker(struct evhttp_request *req, int r);

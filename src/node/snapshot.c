@@ -235,6 +235,11 @@ static int digest_path(const char *path, uint64_t *ret_size, char hex[65])
     return r;
 }
 
+int snapshot_file_digest(const char *path, uint64_t *ret_size, char hex[65])
+{
+    return digest_path(path, ret_size, hex);
+}
+
 static const char *const snapshot_files[] = { "vmstate", "memory", "rootfs.ext4" };
 
 int snapshot_manifest_write(const char *dir, const char *key, const char *template_name,

@@ -25,6 +25,7 @@
  * cold-boots meanwhile. Thread-safe.
  */
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "node/vm.h"
 
@@ -61,3 +62,6 @@ const char *snapshot_status(const char *template_name, unsigned vcpus, unsigned 
 int snapshot_manifest_write(const char *dir, const char *key, const char *template_name,
                             unsigned vcpus, unsigned memory_mib);
 int snapshot_verify(const char *dir, const char *key, int *ret_fd, const char **why);
+/* The manifests' sparse-independent SHA-256 of the file at path (the offset and bytes of
+ * every page not all zero, then the size), and its size. Also meta.json's (disk-snapshot.h). */
+int snapshot_file_digest(const char *path, uint64_t *ret_size, char hex[65]);

@@ -15,7 +15,8 @@ static const struct {
     unsigned next; /* bit set of allowed target states */
 } states[_VM_STATE_MAX] = {
     [VM_CREATING] = { "creating", true, S(VM_RUNNING) | S(VM_STOPPED) },
-    [VM_RUNNING] = { "running", false, S(VM_STOPPING) | S(VM_PAUSING) | S(VM_SUSPENDING) },
+    [VM_RUNNING] = { "running", false,
+                     S(VM_STOPPING) | S(VM_PAUSING) | S(VM_SUSPENDING) | S(VM_RESTORING) },
     [VM_STOPPING] = { "stopping", true, S(VM_STOPPED) },
     [VM_STOPPED] = { "stopped", false, 0 },
     [VM_PAUSING] = { "pausing", true, S(VM_PAUSED) | S(VM_RUNNING) },
@@ -23,7 +24,7 @@ static const struct {
     [VM_RESUMING] = { "resuming", true, S(VM_RUNNING) | S(VM_PAUSED) },
     [VM_SUSPENDING] = { "suspending", true, S(VM_SUSPENDED) | S(VM_RUNNING) },
     [VM_SUSPENDED] = { "suspended", false, S(VM_RESTORING) | S(VM_STOPPING) },
-    [VM_RESTORING] = { "restoring", true, S(VM_RUNNING) | S(VM_SUSPENDED) },
+    [VM_RESTORING] = { "restoring", true, S(VM_RUNNING) | S(VM_SUSPENDED) | S(VM_STOPPING) },
 };
 
 static bool state_valid(enum vm_state s)

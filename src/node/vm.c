@@ -270,7 +270,7 @@ static int vm_agent_request(struct runtime_vm *rt, const struct http_request *re
 }
 
 /* POST /init to the agent with body (JSON text). */
-static int vm_agent_init(struct runtime_vm *rt, const char *body, char **ret_error)
+int vm_agent_init(struct runtime_vm *rt, const char *body, char **ret_error)
 {
     const char *headers[] = { "Content-Type: application/json", NULL };
     struct http_request req = { .method = "POST",
@@ -323,7 +323,7 @@ const char *vm_ca_given(struct vm *vm)
     return vm->rec.ca_given;
 }
 
-static int vm_wait_ready(const struct vm_host *host, struct runtime_vm *rt)
+int vm_wait_ready(const struct vm_host *host, struct runtime_vm *rt)
 {
     usec_t deadline = now_monotonic() + host->ready_timeout;
 
@@ -354,7 +354,7 @@ static int set_if_absent(json_t *j, const char *key, const char *value)
  * hostname, machine-id, fresh entropy the agent mixes into the guest CRNG and
  * reseeds it with, and the host's clock. Caller frees.
  */
-static char *vm_identity_json(const struct vm *vm)
+char *vm_identity_json(const struct vm *vm)
 {
     char machine_id[33], stamp[64], entropy_b64[128];
     unsigned char entropy[64];

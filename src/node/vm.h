@@ -48,9 +48,10 @@ struct vm {
     struct instance_record rec; /* what instance.json holds; rec.state is the state */
     struct runtime_vm *rt;      /* set by the loop from a create result or at re-attach */
     struct vm_timing timing;
-    unsigned busy;   /* workers using this vm besides its owner (exec) */
-    char *init_json; /* body for the agent's POST /init after boot (envd), or NULL */
-    bool cold_boot;  /* never restore from a snapshot (create's "snapshot": false) */
+    unsigned busy;      /* workers using this vm besides its owner (exec) */
+    char *init_json;    /* body for the agent's POST /init after boot (envd), or NULL */
+    bool cold_boot;     /* never restore from a snapshot (create's "snapshot": false) */
+    bool snapshot_busy; /* a disk snapshot or rollback job has it (disk-snapshot.h) */
     /* The egress sockets in its namespace (netslot_open_listeners()), -EBADF until the
      * gateway client opens them; closed by vm_free(). Loop thread only. */
     int dns_fd, gateway_fd;
@@ -220,6 +221,14 @@ struct vm_restore_result {
  * suspended with its snapshot. Worker.
  */
 int vm_restore(const struct vm_host *host, const struct vm *vm, struct vm_restore_result *ret);
+
+/* The pieces of create that a rollback (disk-snapshot.c) repeats on a fresh VMM. Worker.
+ * vm_wait_ready(): the agent answers /health within host->ready_timeout (-ETIMEDOUT,
+ * -ECHILD); vm_agent_init(): POST /init; vm_identity_json(): vm's re-identification body
+ * (caller frees). */
+int vm_wait_ready(const struct vm_host *host, struct runtime_vm *rt);
+int vm_agent_init(struct runtime_vm *rt, const char *body, char **ret_error);
+char *vm_identity_json(const struct vm *vm);
 
 /* Persists rec to instances/<iid>/instance.json (atomically). Any thread. */
 int vm_save_record(const struct vm_host *host, const struct instance_record *rec);
