@@ -8,14 +8,13 @@ A bad value, an unknown parameter or a repeated one is a 400, never ignored.
 Runs on SQLite and, with SPACE_TEST_PG_URL, on PostgreSQL.
 """
 import os
-import shutil
-import subprocess
 import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from lib.platform import STORES, store_platform, e2b
+from lib.sdk import run_sdk_script
 
 @pytest.fixture(scope="module", params=STORES)
 def plat(request):
@@ -150,14 +149,6 @@ def test_native_list_order(plat, three):
 
 def test_the_e2b_sdk_lists_the_same(plat, three):
     """Sandbox.list() of the real e2b npm SDK (tests/compat/node_modules) sees the same."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if not os.path.isdir(os.path.join(here, "..", "compat", "node_modules", "e2b")):
-        pytest.skip("npm ci in tests/compat first")
     tag, ids = three
-    node = os.environ.get("SPACE_NODEJS", shutil.which("node") or "node")
-    env = dict(os.environ, E2B_API_URL=plat.url, E2B_SANDBOX_URL=plat.ingress_url,
-               E2B_DOMAIN="space.test", E2B_API_KEY=plat.key)
-    res = subprocess.run([node, os.path.join(here, "sdk_list.mjs"), tag, *ids], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "ok template" in res.stdout
+    run_sdk_script(plat, os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdk_list.mjs"),
+                   tag, *ids, expect="ok template", timeout=300)

@@ -1,30 +1,14 @@
 """The real `e2b` npm package (pinned in tests/compat/package.json) runs compat.mjs unchanged
 against a real space-api + space-node, configured only by the E2B_* environment that
 `space up --detach` prints."""
-import os
-import shutil
-import subprocess
-
-import pytest
-
 from lib.platform import Platform
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-NODE_BIN = os.environ.get("SPACE_NODEJS", shutil.which("node") or "node")
+from lib.sdk import run_sdk_script
 
 
 def test_e2b_sdk_runs_unchanged():
-    assert os.path.isdir(os.path.join(HERE, "node_modules", "e2b")), \
-        "run tools/install-deps.sh (npm ci in tests/compat)"
     p = Platform("compat")
     try:
         p.start()
-        env = dict(os.environ, E2B_API_URL=p.url, E2B_SANDBOX_URL=p.ingress_url,
-                   E2B_DOMAIN="space.test", E2B_API_KEY=p.key)
-        res = subprocess.run([NODE_BIN, os.path.join(HERE, "compat.mjs")], cwd=HERE, env=env,
-                             capture_output=True, text=True, timeout=600)
-        print(res.stdout)
-        assert res.returncode == 0, res.stdout + res.stderr + p.api_log()
-        assert "ok killed sandbox is gone" in res.stdout
+        run_sdk_script(p, "compat.mjs", expect="ok killed sandbox is gone")
     finally:
         p.destroy()

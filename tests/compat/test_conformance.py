@@ -3,20 +3,13 @@ ids that do not exist are "not found" (kill returns false), features space lacks
 errors the SDK raises. The first test needs no guest (the node has no template); the
 second also creates a sandbox with the SDK's default options."""
 import functools
-import os
-import shutil
-import subprocess
 from unittest import mock
 
 import lib.platform as lp
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-NODE_BIN = os.environ.get("SPACE_NODEJS", shutil.which("node") or "node")
+from lib.sdk import run_sdk_script, sdk_env
 
 
 def run(vm):
-    assert os.path.isdir(os.path.join(HERE, "node_modules", "e2b")), \
-        "run tools/install-deps.sh (npm ci in tests/compat)"
     if vm:
         p = lp.Platform("conformance-vm")
     else:
@@ -24,14 +17,8 @@ def run(vm):
             p = lp.Platform("conformance")
     try:
         p.start()
-        env = dict(os.environ, E2B_API_URL=p.url, E2B_SANDBOX_URL=p.ingress_url,
-                   E2B_DOMAIN="space.test", E2B_API_KEY=p.key,
-                   SPACE_CONFORMANCE_VM="1" if vm else "0")
-        res = subprocess.run([NODE_BIN, os.path.join(HERE, "conformance.mjs")], cwd=HERE,
-                             env=env, capture_output=True, text=True, timeout=600)
-        print(res.stdout)
-        assert res.returncode == 0, res.stdout + res.stderr + p.api_log()
-        assert "ok all" in res.stdout
+        run_sdk_script(p, "conformance.mjs",
+                       env=sdk_env(p, SPACE_CONFORMANCE_VM="1" if vm else "0"))
     finally:
         p.destroy()
 

@@ -1,28 +1,15 @@
 """The real `e2b` npm package against the ingress' keep-alive and its end of
 a stream whose sandbox dies (issue 8 point 5): runs keepalive.mjs against a
 real space-api + space-node, configured only by E2B_* as `space up` prints."""
-import os
-import shutil
-import subprocess
 
 from lib.platform import Platform
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-NODE_BIN = os.environ.get("SPACE_NODEJS", shutil.which("node") or "node")
+from lib.sdk import run_sdk_script
 
 
 def test_e2b_sdk_keepalive_and_killed_stream():
-    assert os.path.isdir(os.path.join(HERE, "node_modules", "e2b")), \
-        "run tools/install-deps.sh (npm ci in tests/compat)"
     p = Platform("keepalive")
     try:
         p.start()
-        env = dict(os.environ, E2B_API_URL=p.url, E2B_SANDBOX_URL=p.ingress_url,
-                   E2B_DOMAIN="space.test", E2B_API_KEY=p.key)
-        res = subprocess.run([NODE_BIN, os.path.join(HERE, "keepalive.mjs")], cwd=HERE, env=env,
-                             capture_output=True, text=True, timeout=600)
-        print(res.stdout)
-        assert res.returncode == 0, res.stdout + res.stderr + p.api_log()
-        assert "ok killed sandbox fails its stream" in res.stdout
+        run_sdk_script(p, "keepalive.mjs", expect="ok killed sandbox fails its stream")
     finally:
         p.destroy()
