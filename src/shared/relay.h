@@ -27,9 +27,9 @@
 struct event_base;
 struct relay;
 
-#define RELAY_BUFFER (64u * 1024)       /* per direction: one pipe's default capacity */
-#define RELAY_BULK_BUFFER (256u * 1024) /* ... a bulk direction's pipe */
-#define RELAY_BULK_AFTER (1u << 20)     /* bytes a direction moves before it counts as bulk */
+#define RELAY_BUFFER (64u * 1024)        /* per direction: one pipe's default capacity */
+#define RELAY_BULK_BUFFER (1024u * 1024) /* ... a bulk one (pipe-max-size by default) */
+#define RELAY_BULK_AFTER (1u << 20)      /* bytes a direction moves before it counts as bulk */
 
 enum { RELAY_A, RELAY_B };
 
