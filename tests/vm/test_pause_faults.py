@@ -44,6 +44,8 @@ def sb(node):
     sid = sb["id"]
     sh(node, sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/counter.pid")
     sh(node, sid, "echo kept > /root/unsynced")
+    # The counter's first write can trail its start on a loaded host: wait for it (bounded).
+    sh(node, sid, "for i in $(seq 300); do [ -s /dev/shm/count ] && exit 0; sleep 0.1; done; exit 1")
     yield sb
     if node.proc and node.call("GET", f"/v1/sandboxes/{sid}")[0] == 200:
         node.kill(sid)
