@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from lib.platform import Node
+from lib.platform import node_sandbox, started_node
 
 COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; "
            "mv /dev/shm/count.tmp /dev/shm/count; sleep 0.1; done")
@@ -21,22 +21,14 @@ COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; "
 
 @pytest.fixture(scope="module")
 def node():
-    n = Node("pause")
-    try:
-        n.start()
+    with started_node("pause") as n:
         yield n
-        n.stop()
-        assert not n.leftovers(), n.leftovers()
-    finally:
-        n.destroy()
 
 
 @pytest.fixture(scope="module")
 def sb(node):
-    sb = node.create()
-    yield sb
-    if node.proc and node.call("GET", f"/v1/sandboxes/{sb['id']}")[0] == 200:
-        node.kill(sb["id"])
+    with node_sandbox(node) as sb:
+        yield sb
 
 
 def sh(node, sid, script):

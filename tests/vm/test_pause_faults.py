@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from lib.platform import Node, live_qemu_pids
+from lib.platform import live_qemu_pids, started_node
 
 COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; "
            "mv /dev/shm/count.tmp /dev/shm/count; sleep 0.1; done")
@@ -28,14 +28,8 @@ POINTS = [
 
 @pytest.fixture(scope="module")
 def node():
-    n = Node("pausefault")
-    try:
-        n.start()
+    with started_node("pausefault") as n:
         yield n
-        n.stop()
-        assert not n.leftovers(), n.leftovers()
-    finally:
-        n.destroy()
 
 
 @pytest.fixture(scope="module")

@@ -13,27 +13,19 @@ import os
 
 import pytest
 
-from lib.platform import Node
+from lib.platform import node_sandbox, started_node
 
 
 @pytest.fixture(scope="module")
 def node():
-    n = Node("snapdisk")
-    try:
-        n.start()
+    with started_node("snapdisk") as n:
         yield n
-        n.stop()
-        assert not n.leftovers(), n.leftovers()
-    finally:
-        n.destroy()
 
 
 @pytest.fixture(scope="module")
 def sb(node):
-    sb = node.create()
-    yield sb
-    if node.proc and node.call("GET", f"/v1/sandboxes/{sb['id']}")[0] == 200:
-        node.kill(sb["id"])
+    with node_sandbox(node) as sb:
+        yield sb
 
 
 def sh(node, sid, script):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from lib.platform import Node
+from lib.platform import started_node
 
 COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; "
            "mv /dev/shm/count.tmp /dev/shm/count; sleep 0.1; done")
@@ -18,14 +18,8 @@ CYCLES = 10
 
 @pytest.fixture(scope="module")
 def node():
-    n = Node("suspendcycles")
-    try:
-        n.start()
+    with started_node("suspendcycles") as n:
         yield n
-        n.stop()
-        assert not n.leftovers(), n.leftovers()
-    finally:
-        n.destroy()
 
 
 def sh(node, sid, script):
