@@ -171,3 +171,16 @@ int rm_rf(const char *path)
     }
     return rm_rf_at(AT_FDCWD, path, st.st_dev);
 }
+
+int fsync_path(const char *path, int flags)
+{
+    int fd = open(path, flags | O_CLOEXEC);
+    int r;
+
+    if (fd < 0) {
+        return -errno;
+    }
+    r = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return r;
+}

@@ -6,6 +6,8 @@
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
 /* Atomically replaces path with data; durable when the call returns 0. */
 int write_file_atomic(const char *path, const void *data, size_t len);
+/* fsync of the file (or, with O_DIRECTORY, the directory) at path: 0 or -errno. */
+int fsync_path(const char *path, int flags);
 /* mkdir -p with mode for each missing component. */
 int mkdir_p(const char *path, unsigned mode);
 /* rm -rf that stays on one filesystem and never follows symlinks. */

@@ -39,19 +39,6 @@ int disk_snapshot_dir(const struct vm_host *host, const char *id, char *buf, siz
                                                                                      : 0;
 }
 
-static int fsync_path(const char *path, int flags)
-{
-    int fd = open(path, flags | O_CLOEXEC);
-    int r;
-
-    if (fd < 0) {
-        return -errno;
-    }
-    r = fsync(fd) < 0 ? -errno : 0;
-    close(fd);
-    return r;
-}
-
 static void rfc3339(usec_t t, char out[40])
 {
     time_t s = (time_t)(t / USEC_PER_SEC);

@@ -821,17 +821,6 @@ out:
     return r;
 }
 
-static int fsync_path_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        return -errno;
-    }
-    int r = fsync(fd) < 0 ? -errno : 0;
-    close_safe(fd);
-    return r;
-}
-
 static int qemu_snapshot(struct runtime_vm *base, const char *dir)
 {
     struct qemu_vm *vm = (struct qemu_vm *)base;
@@ -903,7 +892,7 @@ static int qemu_snapshot(struct runtime_vm *base, const char *dir)
         r = NERRNO(rename(state_tmp, state));
     }
     if (r >= 0) {
-        r = fsync_path_dir(dir);
+        r = fsync_path(dir, O_RDONLY | O_DIRECTORY);
     }
 out:
     if (fd_given) {

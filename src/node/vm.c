@@ -1264,19 +1264,6 @@ int vm_suspend_dir(const struct vm_host *host, const char *iid, char *buf, size_
     return instance_path(host, iid, SUSPEND_DIR, buf, n);
 }
 
-static int fsync_path(const char *path, int flags)
-{
-    int fd = open(path, flags | O_CLOEXEC);
-    int r;
-
-    if (fd < 0) {
-        return -errno;
-    }
-    r = fsync(fd) < 0 ? -errno : 0;
-    close(fd);
-    return r;
-}
-
 /* A suspend snapshot carries the guest's RAM in its vmstate (whatever backed it before:
  * a template snapshot's private mapping too): restored into ordinary private memory. */
 static void vm_restore_config(struct runtime_config *cfg)
