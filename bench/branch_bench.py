@@ -19,11 +19,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 from lib.platform import Node  # noqa: E402
-
-
-def pct(v, p):
-    v = sorted(v)
-    return v[min(len(v) - 1, int(len(v) * p / 100))]
+from stats import pct  # noqa: E402
 
 
 def show(name, ms):
