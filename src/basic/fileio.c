@@ -184,3 +184,67 @@ int fsync_path(const char *path, int flags)
     close(fd);
     return r;
 }
+
+int pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, off);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return n < 0 ? -errno : -EIO;
+        }
+        p += n;
+        len -= (size_t)n;
+        off += n;
+    }
+    return 0;
+}
+
+int for_each_nonzero_page(int fd, uint64_t size, page_fn fn, void *userdata)
+{
+    enum { CHUNK = 1 << 20, PAGE = 4096 };
+    static const uint8_t zero[PAGE];
+    uint8_t *buf = malloc(CHUNK);
+    int r = 0;
+
+    if (!buf) {
+        return -ENOMEM;
+    }
+    for (off_t off = 0; (uint64_t)off < size;) {
+        off_t data = lseek(fd, off, SEEK_DATA);
+        if (data < 0) {
+            r = errno == ENXIO ? 0 : -errno; /* ENXIO: only a hole is left */
+            break;
+        }
+        off_t hole = lseek(fd, data, SEEK_HOLE);
+        if (hole < 0) {
+            r = -errno;
+            break;
+        }
+        hole = MIN(hole, (off_t)size);
+        for (off = data & ~(off_t)(PAGE - 1); off < hole && r == 0;) {
+            size_t want = (size_t)MIN((off_t)CHUNK, hole - off);
+            ssize_t got = pread(fd, buf, want, off);
+            if (got <= 0) {
+                r = got < 0 ? -errno : -EIO;
+                break;
+            }
+            for (size_t i = 0; i < (size_t)got && r == 0; i += PAGE) {
+                size_t len = MIN((size_t)PAGE, (size_t)got - i);
+                if (memcmp(buf + i, zero, len) != 0) {
+                    r = fn(buf + i, len, off + (off_t)i, userdata);
+                }
+            }
+            off += got;
+        }
+        if (r < 0 || hole >= (off_t)size) {
+            break;
+        }
+        off = hole;
+    }
+    free(buf);
+    return r;
+}

@@ -1,6 +1,8 @@
 #pragma once
 /* Whole-file reads and atomic writes (write temp, fsync, rename, fsync dir). */
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 /* Reads the file at path (at most max bytes, else -EFBIG). *ret is NUL-terminated; caller frees. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
@@ -12,3 +14,15 @@ int fsync_path(const char *path, int flags);
 int mkdir_p(const char *path, unsigned mode);
 /* rm -rf that stays on one filesystem and never follows symlinks. */
 int rm_rf(const char *path);
+/* pwrite until all of buf is written (EINTR retried): 0 or -errno (-EIO on a zero write). */
+int pwrite_all(int fd, const void *buf, size_t len, off_t off);
+
+/* Called for each page of a file that is not all zero; a negative return stops the walk. */
+typedef int (*page_fn)(const uint8_t *page, size_t len, off_t at, void *userdata);
+/*
+ * Walks the first size bytes of fd skipping holes (SEEK_DATA/SEEK_HOLE) and
+ * zero pages, calling fn for every other 4 KiB page in order: how a guest's
+ * sparse RAM file is copied and hashed without touching what it never used.
+ * 0, fn's negative return, or -errno.
+ */
+int for_each_nonzero_page(int fd, uint64_t size, page_fn fn, void *userdata);

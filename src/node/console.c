@@ -19,28 +19,12 @@
 #include <unistd.h>
 
 #include "basic/fd-util.h"
+#include "basic/fileio.h"
 #include "basic/macro.h"
 #include "basic/time-util.h"
 
 #define CHUNK (64u << 10)
 #define BATCH (4u << 10)
-
-static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
-{
-    while (len > 0) {
-        ssize_t n = pwrite(fd, buf, len, off);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -errno;
-        }
-        buf += n;
-        len -= (size_t)n;
-        off += n;
-    }
-    return 0;
-}
 
 /* Moves the newest `keep` bytes of [0, size) to the front, after the dropped mark. */
 static int compact(int fd, char *buf, off_t size, size_t keep, off_t *ret_size)

@@ -742,28 +742,9 @@ static int qemu_migration_wait(struct qemu_vm *vm, struct qmp *q, usec_t timeout
     }
 }
 
-static int pwrite_all(int fd, const void *buf, size_t n, off_t off)
+static int write_page(const uint8_t *page, size_t len, off_t at, void *userdata)
 {
-    const uint8_t *p = buf;
-    while (n > 0) {
-        ssize_t k = pwrite(fd, p, n, off);
-        if (k < 0 && errno == EINTR) {
-            continue;
-        }
-        if (k <= 0) {
-            return k < 0 ? -errno : -EIO;
-        }
-        p += k;
-        n -= (size_t)k;
-        off += k;
-    }
-    return 0;
-}
-
-static bool page_is_zero(const uint8_t *p, size_t n)
-{
-    static const uint8_t zero[4096];
-    return memcmp(p, zero, n) == 0;
+    return pwrite_all(*(int *)userdata, page, len, at);
 }
 
 /*
@@ -773,52 +754,10 @@ static bool page_is_zero(const uint8_t *p, size_t n)
  */
 static int copy_memory_sparse(int from, int to, uint64_t size)
 {
-    enum { CHUNK = 1 << 20, PAGE = 4096 };
-    uint8_t *buf = malloc(CHUNK);
-    off_t off = 0;
-    int r = 0;
-
-    if (!buf) {
-        return -ENOMEM;
-    }
     if (ftruncate(to, (off_t)size) < 0) {
-        r = -errno;
-        goto out;
+        return -errno;
     }
-    while ((uint64_t)off < size) {
-        off_t data = lseek(from, off, SEEK_DATA);
-        if (data < 0) {
-            r = errno == ENXIO ? 0 : -errno; /* ENXIO: only a hole is left */
-            goto out;
-        }
-        off_t hole = lseek(from, data, SEEK_HOLE);
-        if (hole < 0) {
-            r = -errno;
-            goto out;
-        }
-        for (off = data; off < hole;) {
-            size_t want = (size_t)MIN((off_t)CHUNK, hole - off);
-            ssize_t got = pread(from, buf, want, off);
-            if (got <= 0) {
-                r = got < 0 ? -errno : -EIO;
-                goto out;
-            }
-            for (size_t i = 0; i < (size_t)got; i += PAGE) {
-                size_t len = MIN((size_t)PAGE, (size_t)got - i);
-                if (page_is_zero(buf + i, len)) {
-                    continue;
-                }
-                r = pwrite_all(to, buf + i, len, off + (off_t)i);
-                if (r < 0) {
-                    goto out;
-                }
-            }
-            off += got;
-        }
-    }
-out:
-    free(buf);
-    return r;
+    return for_each_nonzero_page(from, size, write_page, &to);
 }
 
 static int qemu_snapshot(struct runtime_vm *base, const char *dir)

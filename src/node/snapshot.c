@@ -38,7 +38,6 @@
 #define SNAPSHOT_SETTLE (1500 * USEC_PER_MSEC)
 #define SNAPSHOT_RETRY (60 * USEC_PER_SEC)
 #define SNAPSHOT_EXIT_WAIT_SEC 30
-#define PAGE 4096
 
 struct snapshot {
     unsigned refs; /* under registry_lock */
@@ -137,10 +136,20 @@ static int snapshot_key(const struct vm_host *host, const char *tdir, unsigned v
     return r;
 }
 
-static bool page_is_zero(const uint8_t *p, size_t n)
+struct digest_walk {
+    EVP_MD_CTX *ctx;
+    int copy_to;
+};
+
+static int digest_page(const uint8_t *page, size_t len, off_t at, void *userdata)
 {
-    static const uint8_t zero[PAGE];
-    return memcmp(p, zero, n) == 0;
+    struct digest_walk *w = userdata;
+    uint64_t where = (uint64_t)at;
+
+    if (!EVP_DigestUpdate(w->ctx, &where, sizeof(where)) || !EVP_DigestUpdate(w->ctx, page, len)) {
+        return -ENOMEM;
+    }
+    return w->copy_to >= 0 ? pwrite_all(w->copy_to, page, len, at) : 0;
 }
 
 /*
@@ -150,21 +159,18 @@ static bool page_is_zero(const uint8_t *p, size_t n)
  */
 static int digest_file(int fd, int copy_to, uint64_t *ret_size, char hex[65])
 {
-    enum { CHUNK = 1 << 20 };
     unsigned char md[32];
     unsigned md_len = 0;
     struct stat st;
-    uint8_t *buf = NULL;
-    EVP_MD_CTX *ctx = NULL;
-    int r = 0;
+    struct digest_walk w = { .ctx = EVP_MD_CTX_new(), .copy_to = copy_to };
+    int r;
 
     if (fstat(fd, &st) < 0) {
-        return -errno;
+        r = -errno;
+        goto out;
     }
     uint64_t size = (uint64_t)st.st_size;
-    buf = malloc(CHUNK);
-    ctx = EVP_MD_CTX_new();
-    if (!buf || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+    if (!w.ctx || !EVP_DigestInit_ex(w.ctx, EVP_sha256(), NULL)) {
         r = -ENOMEM;
         goto out;
     }
@@ -172,55 +178,18 @@ static int digest_file(int fd, int copy_to, uint64_t *ret_size, char hex[65])
         r = -errno;
         goto out;
     }
-    for (off_t off = 0; (uint64_t)off < size;) {
-        off_t data = lseek(fd, off, SEEK_DATA);
-        if (data < 0) {
-            if (errno == ENXIO) {
-                break; /* only a hole is left */
-            }
-            r = -errno;
-            goto out;
-        }
-        off_t hole = lseek(fd, data, SEEK_HOLE);
-        if (hole < 0) {
-            r = -errno;
-            goto out;
-        }
-        data &= ~(off_t)(PAGE - 1);
-        for (off = data; off < hole;) {
-            size_t want = (size_t)MIN((off_t)CHUNK, hole - off);
-            ssize_t got = pread(fd, buf, want, off);
-            if (got <= 0) {
-                r = got < 0 ? -errno : -EIO;
-                goto out;
-            }
-            for (size_t i = 0; i < (size_t)got; i += PAGE) {
-                size_t n = MIN((size_t)PAGE, (size_t)got - i);
-                if (page_is_zero(buf + i, n)) {
-                    continue;
-                }
-                uint64_t at = (uint64_t)off + i;
-                if (!EVP_DigestUpdate(ctx, &at, sizeof(at)) || !EVP_DigestUpdate(ctx, buf + i, n)) {
-                    r = -ENOMEM;
-                    goto out;
-                }
-                if (copy_to >= 0 && pwrite(copy_to, buf + i, n, (off_t)at) != (ssize_t)n) {
-                    r = -EIO;
-                    goto out;
-                }
-            }
-            off += got;
-        }
+    r = for_each_nonzero_page(fd, size, digest_page, &w);
+    if (r < 0) {
+        goto out;
     }
-    if (!EVP_DigestUpdate(ctx, &size, sizeof(size)) || !EVP_DigestFinal_ex(ctx, md, &md_len)) {
+    if (!EVP_DigestUpdate(w.ctx, &size, sizeof(size)) || !EVP_DigestFinal_ex(w.ctx, md, &md_len)) {
         r = -ENOMEM;
         goto out;
     }
     hex_encode(md, md_len, hex);
     *ret_size = size;
 out:
-    EVP_MD_CTX_free(ctx);
-    free(buf);
+    EVP_MD_CTX_free(w.ctx);
     return r;
 }
 
