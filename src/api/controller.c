@@ -908,16 +908,19 @@ static int request(struct manager *m, enum operation_kind kind, const char *sand
         r = controller_add_operation(m, kind, sandbox_id, ret_op_id);
     }
     if (r >= 0 && snap) {
-        /* Pending until the operation succeeds (store.h): never offered half-taken. */
-        struct store_snapshot row = *snap;
+        /* Pending until the operation succeeds (store.h): never offered half-taken. A
+         * branch's template_id is its snapshot's id: the template is that one's. */
+        struct store_snapshot row = *snap, parent = { 0 };
+        bool branch = store_snapshot_get(m->store, sb.template_id, &parent) >= 0;
         row.operation_id = ret_op_id;
         row.sandbox_id = sb.id;
         row.owner = sb.client_id;
-        row.template_id = sb.template_id;
+        row.template_id = branch ? parent.template_id : sb.template_id;
         row.node_id = sb.node_id ? sb.node_id : "local";
         row.vcpus = sb.vcpus;
         row.memory_mb = sb.memory_mb;
         r = store_snapshot_insert(m->store, &row);
+        store_snapshot_release(&parent);
     }
     r = r < 0 ? (store_rollback(m->store), r) : store_commit(m->store);
     if (r < 0) {

@@ -102,6 +102,15 @@ def test_two_branches_are_independent_and_outlive_the_source(plat):
         assert sh(plat, src, "cat /root/file") == "from-source\n"
         assert sh(plat, a["id"], "cat /root/file") == "only-a\n"
 
+        # A branch is a sandbox like any: its own snapshot branches again, from the template
+        # the first came from.
+        status, snap_a = plat.admin("POST", f"/v1/sandboxes/{a['id']}/snapshots?wait=true", {})
+        assert status == 201 and snap_a["template"] == "base", snap_a
+        aa = create(plat, snapshot=snap_a["id"])
+        created.append(aa["id"])
+        assert sh(plat, aa["id"], "cat /root/file /root/new") == "only-a\na\n"
+        assert plat.admin("DELETE", f"/v1/snapshots/{snap_a['id']}")[0] == 204
+
         # The source gone, the snapshot still creates.
         kill(plat, src)
         c = create(plat, snapshot=snap["id"])
