@@ -74,8 +74,15 @@ def test_two_branches_are_independent_and_outlive_the_source(plat):
         at_snapshot = counter(plat, src)
         src_machine = sh(plat, src, MACHINE_ID)
 
+        t0 = time.monotonic()
         a = create(plat, snapshot=snap["id"])
+        t1 = time.monotonic()
         b = create(plat, snapshot=snap["id"])
+        print(f"api create from a snapshot (wait): {(t1 - t0) * 1000:.0f} ms, "
+              f"{(time.monotonic() - t1) * 1000:.0f} ms")
+        for sb in (a, b):
+            print("node timings_ms:", plat.node.call("GET", f"/v1/sandboxes/{sb['id']}")[1]
+                  .get("timings_ms"))
         created += [a["id"], b["id"]]
         assert a["template"] == snap["id"], a
         for sb in (a, b):
