@@ -59,7 +59,9 @@ struct op_job {
     enum operation_kind kind;
     struct store_operation op; /* owned copy */
     struct store_sandbox sb;   /* owned copy; empty for an operation without a sandbox */
-    enum sandbox_state from;   /* sb's state when claimed */
+    /* snapshot: the one it takes; create: the snapshot it restores (branch), else empty */
+    struct store_snapshot snap;
+    enum sandbox_state from; /* sb's state when claimed */
     char *node_socket;
     char *init_json; /* create: the agent's /init body */
     int r, status;
@@ -72,8 +74,32 @@ typedef void (*op_run_fn)(struct op_job *j);
 
 static void run_create(struct op_job *j)
 {
-    j->r = node_client_create(j->node_socket, &j->sb, j->init_json, &j->status, &j->error,
-                              &j->timings);
+    j->r = node_client_create(j->node_socket, &j->sb, j->snap.id ? &j->snap : NULL, j->init_json,
+                              &j->status, &j->error, &j->timings);
+}
+
+/* The node takes our id: a re-run after a crash of ours meets its own snapshot (200). */
+static void run_snapshot(struct op_job *j)
+{
+    char path[128];
+    json_t *body = json_pack("{s:s, s:s}", "id", j->snap.id, "kind", j->snap.kind), *res = NULL;
+
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/snapshots", j->sb.id);
+    j->r = body ? node_client_call(j->node_socket, "POST", path, body, NODE_CLIENT_TIMEOUT,
+                                   &j->status, &res)
+                : -ENOMEM;
+    json_decref(body);
+    if (j->r < 0) {
+        j->status = 502;
+        j->error = strdup(strerror(-j->r));
+    } else if (j->status != 200 && j->status != 201) {
+        const char *msg = json_string_value(json_object_get(res, "message"));
+        if (asprintf(&j->error, "the node answered %d: %s", j->status, msg ? msg : "") < 0) {
+            j->error = NULL;
+        }
+        j->r = j->status == 404 ? -ENOENT : -EIO;
+    }
+    json_decref(res);
 }
 
 static void run_kill(struct op_job *j)
@@ -175,7 +201,7 @@ static const op_run_fn op_runners[_OPERATION_KIND_MAX] = {
     [OPERATION_KIND_CREATE] = run_create,   [OPERATION_KIND_KILL] = run_kill,
     [OPERATION_KIND_PAUSE] = run_pause,     [OPERATION_KIND_RESUME] = run_resume,
     [OPERATION_KIND_SUSPEND] = run_suspend, [OPERATION_KIND_RESTORE] = run_restore,
-    [OPERATION_KIND_NETWORK] = run_network,
+    [OPERATION_KIND_NETWORK] = run_network, [OPERATION_KIND_SNAPSHOT] = run_snapshot,
 };
 
 static int64_t now_us(void)
@@ -573,6 +599,10 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
     if (k >= 0 && have_sb && r >= 0 && to != from) {
         k = lifetime_on_success(m, kind, &sb, now);
     }
+    /* The commit that makes a snapshot restorable: after the node's own (disk-snapshot.h). */
+    if (k >= 0 && kind == OPERATION_KIND_SNAPSHOT) {
+        k = store_snapshot_finish(m->store, op->id, r >= 0, now);
+    }
     k = k < 0 ? (store_rollback(m->store), k) : store_commit(m->store);
     if (k == -ESTALE) {
         log_sandbox_warning(op->sandbox_id,
@@ -607,6 +637,7 @@ static void op_job_free(struct op_job *j)
     json_decref(j->timings);
     store_operation_release(&j->op);
     store_sandbox_release(&j->sb);
+    store_snapshot_release(&j->snap);
     free(j->node_socket);
     free(j->init_json);
     free(j->error);
@@ -706,6 +737,20 @@ static int op_start(struct manager *m, struct store_operation *op)
         if (r < 0) {
             goto fail;
         }
+    }
+    if (kind == OPERATION_KIND_SNAPSHOT) {
+        r = store_snapshot_get_by_operation(m->store, op->id, &j->snap);
+        if (r < 0) {
+            goto fail; /* -ENOENT: nothing to take */
+        }
+    }
+    /* A create whose template is a snapshot restores it: a branch (snapshots.h). */
+    if (kind == OPERATION_KIND_CREATE &&
+        store_snapshot_get(m->store, j->sb.template_id, &j->snap) >= 0 &&
+        strcmp(j->snap.state, STORE_SNAPSHOT_COMPLETE) != 0) {
+        store_snapshot_release(&j->snap);
+        r = -ENOENT;
+        goto fail;
     }
     if (kind == OPERATION_KIND_CREATE) {
         j->init_json = init_json_for(&j->sb);
@@ -811,7 +856,8 @@ void controller_kick(struct manager *m)
 
 /* controller_request(), plus a new egress policy written in its transaction (NETWORK). */
 static int request(struct manager *m, enum operation_kind kind, const char *sandbox_id,
-                   const char *network_json, char ret_op_id[33], enum sandbox_state *ret_state)
+                   const char *network_json, const struct store_snapshot *snap, char ret_op_id[33],
+                   enum sandbox_state *ret_state)
 {
     const struct operation_kind_info *info = operation_kind_info(kind);
     struct store_sandbox sb = { 0 };
@@ -861,6 +907,21 @@ static int request(struct manager *m, enum operation_kind kind, const char *sand
     if (r >= 0) {
         r = controller_add_operation(m, kind, sandbox_id, ret_op_id);
     }
+    if (r >= 0 && snap) {
+        /* Pending until the operation succeeds (store.h): never offered half-taken. A
+         * branch's template_id is its snapshot's id: the template is that one's. */
+        struct store_snapshot row = *snap, parent = { 0 };
+        bool branch = store_snapshot_get(m->store, sb.template_id, &parent) >= 0;
+        row.operation_id = ret_op_id;
+        row.sandbox_id = sb.id;
+        row.owner = sb.client_id;
+        row.template_id = branch ? parent.template_id : sb.template_id;
+        row.node_id = sb.node_id ? sb.node_id : "local";
+        row.vcpus = sb.vcpus;
+        row.memory_mb = sb.memory_mb;
+        r = store_snapshot_insert(m->store, &row);
+        store_snapshot_release(&parent);
+    }
     r = r < 0 ? (store_rollback(m->store), r) : store_commit(m->store);
     if (r < 0) {
         goto out;
@@ -884,7 +945,10 @@ int controller_request(struct manager *m, enum operation_kind kind, const char *
     if (kind == OPERATION_KIND_NETWORK) {
         return -EINVAL; /* needs its policy: controller_request_network() */
     }
-    return request(m, kind, sandbox_id, NULL, ret_op_id, ret_state);
+    if (kind == OPERATION_KIND_SNAPSHOT) {
+        return -EINVAL; /* needs its row: controller_request_snapshot() */
+    }
+    return request(m, kind, sandbox_id, NULL, NULL, ret_op_id, ret_state);
 }
 
 int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_op_id[33])
@@ -898,7 +962,17 @@ int controller_request_network(struct manager *m, const char *sandbox_id, const 
     if (!network_json) {
         return -EINVAL;
     }
-    return request(m, OPERATION_KIND_NETWORK, sandbox_id, network_json, ret_op_id, ret_state);
+    return request(m, OPERATION_KIND_NETWORK, sandbox_id, network_json, NULL, ret_op_id, ret_state);
+}
+
+int controller_request_snapshot(struct manager *m, const char *sandbox_id,
+                                const struct store_snapshot *snap, char ret_op_id[33],
+                                enum sandbox_state *ret_state)
+{
+    if (!snap || !snap->id || !snap->kind) {
+        return -EINVAL;
+    }
+    return request(m, OPERATION_KIND_SNAPSHOT, sandbox_id, NULL, snap, ret_op_id, ret_state);
 }
 
 void controller_wait(struct manager *m, const char *op_id, struct evhttp_request *req,

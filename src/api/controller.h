@@ -62,6 +62,14 @@ int controller_request(struct manager *m, enum operation_kind kind, const char *
  */
 int controller_request_network(struct manager *m, const char *sandbox_id, const char *network_json,
                                char ret_op_id[33], enum sandbox_state *ret_state);
+/*
+ * controller_request(OPERATION_KIND_SNAPSHOT): snap (id, kind, name, created_at, updated_at;
+ * the rest is taken from the sandbox) is written "pending" in the operation's transaction,
+ * so a name another snapshot of the owner has is -EEXIST (409) and nothing is recorded.
+ */
+int controller_request_snapshot(struct manager *m, const char *sandbox_id,
+                                const struct store_snapshot *snap, char ret_op_id[33],
+                                enum sandbox_state *ret_state);
 /* controller_request(OPERATION_KIND_KILL). */
 int controller_request_kill(struct manager *m, const char *sandbox_id, char ret_op_id[33]);
 

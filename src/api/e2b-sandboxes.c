@@ -15,6 +15,7 @@
 #include "api/egress.h"
 #include "api/secrets.h"
 #include "api/lifecycle.h"
+#include "api/snapshots.h"
 #include "api/routes.h"
 #include "api/sandbox.h"
 #include "basic/log.h"
@@ -321,7 +322,16 @@ void e2b_sandbox_create(struct request_ctx *c)
         .auto_resume =
             json_is_true(json_object_get(json_object_get(body, "autoResume"), "enabled")),
     };
-    r = lifecycle_create(c->m, &p, id, op);
+    /* Sandbox.create(snapshotId): the snapshot's id is the template (snapshots.h). */
+    r = snapshots_resolve_create(c->m, template_id, &p);
+    if (r == -EBUSY || r == -EMEDIUMTYPE) {
+        secrets_drop_literals(c->m, literals);
+        http_util_reply_error(c->req, r == -EBUSY ? 409 : 400, "snapshot '%s' %s", template_id,
+                              r == -EBUSY ? "is not complete: it cannot be restored yet"
+                                          : "is a disk snapshot: only full ones are created from");
+        goto out;
+    }
+    r = r < 0 ? r : lifecycle_create(c->m, &p, id, op);
     if (r < 0) {
         secrets_drop_literals(c->m, literals);
     }

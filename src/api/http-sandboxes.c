@@ -13,6 +13,7 @@
 #include "api/node-client.h"
 #include "api/routes.h"
 #include "api/sandbox.h"
+#include "api/snapshots.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "shared/event-util.h"
@@ -94,8 +95,8 @@ void http_sandbox_create(struct request_ctx *c)
         return;
     }
     if (!routes_check_fields(c->req, body, "the create request",
-                             "template vcpus memory_mb disk_mb timeout_s metadata env network "
-                             "auto_pause")) {
+                             "template snapshot vcpus memory_mb disk_mb timeout_s metadata env "
+                             "network auto_pause")) {
         goto out;
     }
     json_t *ap = json_object_get(body, "auto_pause");
@@ -136,6 +137,33 @@ void http_sandbox_create(struct request_ctx *c)
     }
     p.metadata = json_object_get(body, "metadata");
     p.env = json_object_get(body, "env");
+    /* A branch: a new sandbox restored from a full snapshot, its size the snapshot's. */
+    json_t *snap = json_object_get(body, "snapshot");
+    if (snap) {
+        const char *sid = json_string_value(snap);
+        if (t || json_object_get(body, "vcpus") || json_object_get(body, "memory_mb")) {
+            http_util_reply_error(c->req, 400,
+                                  "'snapshot' sets the template, vcpus and memory_mb: give none "
+                                  "of them");
+            goto out;
+        }
+        r = sid && sandbox_id_is_valid(sid) ? snapshots_resolve_create(c->m, sid, &p) : 0;
+        if (r <= 0) {
+            http_util_reply_error(c->req,
+                                  r == -EBUSY         ? 409
+                                  : r == -EMEDIUMTYPE ? 400
+                                  : r == 0            ? 404
+                                                      : 500,
+                                  "snapshot '%s' %s", sid ? sid : "",
+                                  r == -EBUSY         ? "is not complete: it cannot be restored yet"
+                                  : r == -EMEDIUMTYPE ? "is a disk snapshot: only full ones are "
+                                                        "created from"
+                                  : r == 0            ? "not found"
+                                                      : strerror(-r));
+            goto out;
+        }
+        p.template_id = sid;
+    }
     r = lifecycle_create(c->m, &p, id, op);
     if (r == -EAGAIN) {
         evhttp_add_header(evhttp_request_get_output_headers(c->req), "Retry-After", "5");

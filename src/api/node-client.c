@@ -31,8 +31,8 @@ static char *error_message(json_t *res, int status)
 }
 
 int node_client_create(const char *node_socket, const struct store_sandbox *sb,
-                       const char *init_json, int *ret_status, char **ret_error,
-                       json_t **ret_timings)
+                       const struct store_snapshot *from, const char *init_json, int *ret_status,
+                       char **ret_error, json_t **ret_timings)
 {
     json_t *body = NULL, *res = NULL, *init = NULL;
     json_error_t err;
@@ -44,8 +44,14 @@ int node_client_create(const char *node_socket, const struct store_sandbox *sb,
     if (init_json) {
         init = json_loads(init_json, 0, &err);
     }
-    body = json_pack("{s:s, s:s, s:I, s:I}", "id", sb->id, "template", sb->template_id, "vcpus",
-                     (json_int_t)sb->vcpus, "memory_mb", (json_int_t)sb->memory_mb);
+    /* From a snapshot: its template (the sandbox's template_id is the snapshot's id) and the
+     * node restores it instead of the template's own. */
+    body = json_pack("{s:s, s:s, s:I, s:I}", "id", sb->id, "template",
+                     from ? from->template_id : sb->template_id, "vcpus", (json_int_t)sb->vcpus,
+                     "memory_mb", (json_int_t)sb->memory_mb);
+    if (body && from) {
+        json_object_set_new(body, "from_snapshot", json_string(from->id));
+    }
     if (!body) {
         json_decref(init);
         return -ENOMEM;

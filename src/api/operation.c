@@ -50,7 +50,7 @@ static const struct operation_kind_info kind_table[_OPERATION_KIND_MAX] = {
     /* A snapshot leaves its sandbox as it was; running one at a time is what keeps a
      * pause or kill from cutting it short. */
     [OPERATION_KIND_SNAPSHOT] = {
-        .name = "sandbox.snapshot", .from = BIT(SANDBOX_RUNNING) | BIT(SANDBOX_PAUSED),
+        .name = "sandbox.snapshot", .implemented = true, .from = BIT(SANDBOX_RUNNING) | BIT(SANDBOX_PAUSED),
         .transitional = NONE, .on_success = NONE, .on_failure = NONE,
         .busy = OPERATION_BUSY_CONFLICT,
     },

@@ -14,6 +14,7 @@
 
 #include "api/auth.h"
 #include "api/secrets.h"
+#include "api/snapshots.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "shared/http-util.h"
@@ -55,6 +56,12 @@ static const struct route {
     { EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/network", http_sandbox_network, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/egress", http_sandbox_egress, AUTH_KEY, ID_SANDBOX,
       "verdict proto after limit" },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/snapshots", http_snapshot_create, AUTH_KEY, ID_SANDBOX,
+      "wait" },
+    { EVHTTP_REQ_GET, "/v1/snapshots", http_snapshot_list, AUTH_KEY, ID_NONE,
+      "sandbox name limit after" },
+    { EVHTTP_REQ_GET, "/v1/snapshots/{id}", http_snapshot_get, AUTH_KEY, ID_ANY },
+    { EVHTTP_REQ_DELETE, "/v1/snapshots/{id}", http_snapshot_delete, AUTH_KEY, ID_ANY },
     { EVHTTP_REQ_GET, "/v1/operations/{id}", http_operation_get, AUTH_KEY, ID_HEX32 },
     { EVHTTP_REQ_POST, "/v1/operations/{id}/wait", http_operation_wait, AUTH_KEY, ID_HEX32,
       "timeout_s" },
@@ -99,11 +106,10 @@ static const struct route {
      */
     { EVHTTP_REQ_POST, "/sandboxes/{id}/fork", e2b_not_implemented, AUTH_KEY, ID_SANDBOX, Q_ANY,
       "fork (Sandbox.fork)" },
-    { EVHTTP_REQ_POST, "/sandboxes/{id}/snapshots", e2b_not_implemented, AUTH_KEY, ID_SANDBOX,
-      Q_ANY, "snapshots (Sandbox.createSnapshot)" },
+    { EVHTTP_REQ_POST, "/sandboxes/{id}/snapshots", e2b_snapshot_create, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_PUT, "/sandboxes/{id}/network", e2b_sandbox_network, AUTH_KEY, ID_SANDBOX },
-    { EVHTTP_REQ_GET, "/snapshots", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
-      "snapshots (Sandbox.listSnapshots)" },
+    { EVHTTP_REQ_GET, "/snapshots", e2b_snapshot_list, AUTH_KEY, ID_NONE,
+      "sandboxID name limit nextToken" },
 #define TEMPLATES                                                                                  \
     "template builds and management through the E2B API (space builds with POST "                  \
     "/v1/templates/{name}/build)"
@@ -124,8 +130,8 @@ static const struct route {
     { EVHTTP_REQ_POST, "/templates/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
     { EVHTTP_REQ_PATCH, "/templates/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
       TEMPLATES },
-    { EVHTTP_REQ_DELETE, "/templates/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
-      "deleting templates and snapshots (Sandbox.deleteSnapshot)" },
+    /* Sandbox.deleteSnapshot(): a snapshot id is deleted (204), anything else is 404. */
+    { EVHTTP_REQ_DELETE, "/templates/{id}", e2b_template_delete, AUTH_KEY, ID_ANY },
     { EVHTTP_REQ_GET, "/v2/templates/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
       TEMPLATES },
     { EVHTTP_REQ_PATCH, "/v2/templates/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,

@@ -2287,3 +2287,226 @@ int store_secret_sweep(struct store *s, int64_t before_us, uint64_t *ret_deleted
     }
     return r;
 }
+
+/* ---- snapshots (see store.h) ---- */
+
+#define SNAPSHOT_COLUMNS                                                                           \
+    "id, owner, sandbox_id, node_id, template_id, kind, name, state, operation_id, vcpus, "        \
+    "memory_mb, created_at, updated_at"
+#define SNAPSHOT_N_COLUMNS 13
+
+static const char sql_snapshot_insert[] =
+    "INSERT INTO snapshots (" SNAPSHOT_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+    "$10, $11, $12, $13) ON CONFLICT DO NOTHING";
+static const char sql_snapshot_get[] = "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE id = $1";
+static const char sql_snapshot_get_by_op[] =
+    "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE operation_id = $1";
+static const char sql_snapshot_complete[] =
+    "UPDATE snapshots SET state = '" STORE_SNAPSHOT_COMPLETE "', updated_at = $2 "
+    "WHERE operation_id = $1 AND state = '" STORE_SNAPSHOT_PENDING "'";
+static const char sql_snapshot_drop_pending[] =
+    "DELETE FROM snapshots WHERE operation_id = $1 AND state = '" STORE_SNAPSHOT_PENDING "'";
+static const char sql_snapshot_set_state[] =
+    "UPDATE snapshots SET state = $2, updated_at = $3 WHERE id = $1";
+static const char sql_snapshot_delete[] = "DELETE FROM snapshots WHERE id = $1";
+
+void store_snapshot_release(struct store_snapshot *snap)
+{
+    if (!snap) {
+        return;
+    }
+    free(snap->id);
+    free(snap->owner);
+    free(snap->sandbox_id);
+    free(snap->node_id);
+    free(snap->template_id);
+    free(snap->kind);
+    free(snap->name);
+    free(snap->state);
+    free(snap->operation_id);
+    *snap = (struct store_snapshot){ 0 };
+}
+
+void store_snapshot_list_free(struct store_snapshot *list, size_t n)
+{
+    for (size_t i = 0; list && i < n; i++) {
+        store_snapshot_release(&list[i]);
+    }
+    free(list);
+}
+
+static int snapshot_decode(const struct store_value *cols, size_t n_cols, void *item)
+{
+    struct store_snapshot snap = { 0 };
+    char **const texts[] = { &snap.id,      &snap.owner,       &snap.sandbox_id,
+                             &snap.node_id, &snap.template_id, &snap.kind,
+                             &snap.name,    &snap.state,       &snap.operation_id };
+    int r;
+
+    if (n_cols != SNAPSHOT_N_COLUMNS) {
+        return -EIO;
+    }
+    r = dup_texts(cols, texts, ARRAY_SIZE(texts));
+    if (r < 0) {
+        store_snapshot_release(&snap);
+        return r;
+    }
+    snap.vcpus = cols[9].integer;
+    snap.memory_mb = cols[10].integer;
+    snap.created_at = cols[11].integer;
+    snap.updated_at = cols[12].integer;
+    *(struct store_snapshot *)item = snap;
+    return 0;
+}
+
+static void snapshot_release_item(void *item)
+{
+    store_snapshot_release(item);
+}
+
+static void store_rows_init_snapshot(struct store_rows *rows)
+{
+    *rows = (struct store_rows){
+        .size = sizeof(struct store_snapshot),
+        .decode = snapshot_decode,
+        .release = snapshot_release_item,
+    };
+}
+
+int store_snapshot_insert(struct store *s, const struct store_snapshot *snap)
+{
+    if (!s || !snap || !text_ok(snap->id, true) || !text_ok(snap->owner, true) ||
+        !text_ok(snap->sandbox_id, true) || !text_ok(snap->node_id, true) ||
+        !text_ok(snap->template_id, true) || !text_ok(snap->kind, true) ||
+        !text_ok(snap->name, false) || !text_ok(snap->state, true) ||
+        !text_ok(snap->operation_id, true)) {
+        return -EINVAL;
+    }
+    const struct store_param p[SNAPSHOT_N_COLUMNS] = {
+        STORE_PARAM_TEXT(snap->id),           STORE_PARAM_TEXT(snap->owner),
+        STORE_PARAM_TEXT(snap->sandbox_id),   STORE_PARAM_TEXT(snap->node_id),
+        STORE_PARAM_TEXT(snap->template_id),  STORE_PARAM_TEXT(snap->kind),
+        STORE_PARAM_TEXT(snap->name),         STORE_PARAM_TEXT(snap->state),
+        STORE_PARAM_TEXT(snap->operation_id), STORE_PARAM_INT(snap->vcpus),
+        STORE_PARAM_INT(snap->memory_mb),     STORE_PARAM_INT(snap->created_at),
+        STORE_PARAM_INT(snap->updated_at),
+    };
+    return change_one(s, sql_snapshot_insert, true, p, ARRAY_SIZE(p), -EEXIST);
+}
+
+int store_snapshot_get(struct store *s, const char *id, struct store_snapshot *ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id) };
+
+    if (!s || !ret || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return get_one(s, sql_snapshot_get, p, ARRAY_SIZE(p), store_rows_init_snapshot, ret);
+}
+
+int store_snapshot_get_by_operation(struct store *s, const char *operation_id,
+                                    struct store_snapshot *ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(operation_id) };
+
+    if (!s || !ret || !text_ok(operation_id, true)) {
+        return -EINVAL;
+    }
+    return get_one(s, sql_snapshot_get_by_op, p, ARRAY_SIZE(p), store_rows_init_snapshot, ret);
+}
+
+int store_snapshot_list(struct store *s, const struct store_snapshot_filter *f,
+                        struct store_snapshot **ret, size_t *ret_n)
+{
+    struct strbuf sql = STRBUF_INIT;
+    struct store_param p[6];
+    size_t n = 0;
+    void *items = NULL;
+    char *text = NULL;
+    int r;
+
+    if (!s || !f || !ret || !ret_n || !text_ok(f->owner, true) || !text_ok(f->sandbox_id, false) ||
+        !text_ok(f->name, false) || !text_ok(f->after_id, false)) {
+        return -EINVAL;
+    }
+    if (f->after_id) {
+        struct store_snapshot cursor = { 0 };
+        r = store_snapshot_get(s, f->after_id, &cursor);
+        bool mine = r >= 0 && strcmp(cursor.owner, f->owner) == 0;
+        store_snapshot_release(&cursor);
+        if (r < 0 || !mine) {
+            return r < 0 && r != -ENOENT ? r : -ENOENT;
+        }
+    }
+    p[n++] = STORE_PARAM_TEXT(f->owner);
+    r = strbuf_appends(&sql, "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE owner = $1");
+    if (r >= 0 && f->complete_only) {
+        r = strbuf_appends(&sql, " AND state = '" STORE_SNAPSHOT_COMPLETE "'");
+    }
+    if (r >= 0 && f->sandbox_id) {
+        p[n++] = STORE_PARAM_TEXT(f->sandbox_id);
+        r = strbuf_appendf(&sql, " AND sandbox_id = $%zu", n);
+    }
+    if (r >= 0 && f->name) {
+        p[n++] = STORE_PARAM_TEXT(f->name);
+        r = strbuf_appendf(&sql, " AND name = $%zu", n);
+    }
+    /* Strictly after the cursor in the order below (newest first), a row-value test both
+     * databases index. */
+    if (r >= 0 && f->after_id) {
+        p[n++] = STORE_PARAM_TEXT(f->after_id);
+        r = strbuf_appendf(&sql,
+                           " AND (created_at, id) < (SELECT created_at, id FROM snapshots "
+                           "WHERE id = $%zu)",
+                           n);
+    }
+    if (r >= 0) {
+        r = strbuf_appends(&sql, " ORDER BY created_at DESC, id DESC");
+    }
+    if (r >= 0 && f->limit > 0) {
+        p[n++] = STORE_PARAM_INT((int64_t)MIN((uint64_t)f->limit, (uint64_t)INT64_MAX));
+        r = strbuf_appendf(&sql, " LIMIT $%zu", n);
+    }
+    if (r >= 0) {
+        text = strbuf_detach(&sql, NULL);
+        r = text ? get_all(s, text, false, p, n, store_rows_init_snapshot, &items, ret_n) : -ENOMEM;
+    }
+    if (r >= 0) {
+        *ret = items;
+    }
+    strbuf_release(&sql);
+    free(text);
+    return r;
+}
+
+int store_snapshot_finish(struct store *s, const char *operation_id, bool ok, int64_t updated_at)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(operation_id), STORE_PARAM_INT(updated_at) };
+
+    if (!s || !text_ok(operation_id, true)) {
+        return -EINVAL;
+    }
+    return ok ? run(s, sql_snapshot_complete, true, p, ARRAY_SIZE(p), NULL, NULL, NULL)
+              : run(s, sql_snapshot_drop_pending, true, p, 1, NULL, NULL, NULL);
+}
+
+int store_snapshot_set_state(struct store *s, const char *id, const char *state, int64_t updated_at)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id), STORE_PARAM_TEXT(state),
+                                     STORE_PARAM_INT(updated_at) };
+
+    if (!s || !text_ok(id, true) || !text_ok(state, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_snapshot_set_state, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+int store_snapshot_delete(struct store *s, const char *id)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id) };
+
+    if (!s || !text_ok(id, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_snapshot_delete, true, p, ARRAY_SIZE(p), -ENOENT);
+}

@@ -325,3 +325,56 @@ int store_secret_delete(struct store *s, const char *owner, const char *name);
 int store_secret_sweep(struct store *s, int64_t before_us, uint64_t *ret_deleted);
 void store_secret_release(struct store_secret *sec);
 void store_secret_list_free(struct store_secret *list, size_t n);
+
+/*
+ * Snapshots (migration 9, docs/architecture.md "A sandbox's life"): the control plane's
+ * record of a node's <data>/snapshots/<id>/. Written "pending" with the sandbox.snapshot
+ * operation that takes it, "complete" once that operation succeeded (the node committed the
+ * files first): only a complete snapshot is restorable or listed to E2B. "deleting" while the
+ * node removes it.
+ */
+#define STORE_SNAPSHOT_PENDING "pending"
+#define STORE_SNAPSHOT_COMPLETE "complete"
+#define STORE_SNAPSHOT_DELETING "deleting"
+
+struct store_snapshot {
+    char *id;           /* 20 chars [a-z0-9] (the node's snapshot id) */
+    char *owner;        /* the source sandbox's client_id */
+    char *sandbox_id;   /* the source; the row may be killed or gone */
+    char *node_id;      /* the node holding the files */
+    char *template_id;  /* the source's template: a create from it boots that kernel */
+    char *kind;         /* "disk" or "full" */
+    char *name;         /* unique per owner; may be NULL */
+    char *state;        /* STORE_SNAPSHOT_* */
+    char *operation_id; /* the sandbox.snapshot operation that takes it */
+    int64_t vcpus;
+    int64_t memory_mb;
+    int64_t created_at;
+    int64_t updated_at;
+};
+
+struct store_snapshot_filter {
+    const char *owner;      /* required */
+    const char *sandbox_id; /* NULL = any */
+    const char *name;       /* NULL = any */
+    bool complete_only;     /* hide pending and deleting rows */
+    const char *after_id;   /* pagination: rows after this id in the order (newest first) */
+    size_t limit;           /* 0 = no limit */
+};
+
+/* -EEXIST when the id exists or owner has the name already. */
+int store_snapshot_insert(struct store *s, const struct store_snapshot *snap);
+int store_snapshot_get(struct store *s, const char *id, struct store_snapshot *ret);
+int store_snapshot_get_by_operation(struct store *s, const char *operation_id,
+                                    struct store_snapshot *ret);
+/* Newest first, by (created_at, id). -ENOENT when after_id names no snapshot of owner. */
+int store_snapshot_list(struct store *s, const struct store_snapshot_filter *f,
+                        struct store_snapshot **ret, size_t *ret_n);
+/* The outcome of operation_id: its pending snapshot becomes complete (ok) or is deleted.
+ * No pending row (a re-run): 0. */
+int store_snapshot_finish(struct store *s, const char *operation_id, bool ok, int64_t updated_at);
+int store_snapshot_set_state(struct store *s, const char *id, const char *state,
+                             int64_t updated_at);
+int store_snapshot_delete(struct store *s, const char *id);
+void store_snapshot_release(struct store_snapshot *snap);
+void store_snapshot_list_free(struct store_snapshot *list, size_t n);

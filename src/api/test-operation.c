@@ -60,7 +60,12 @@ static void test_operation_table_invariants(void **state)
     assert_true(operation_kind_info(OPERATION_KIND_RESUME)->implemented);
     assert_true(operation_kind_info(OPERATION_KIND_SUSPEND)->implemented);
     assert_true(operation_kind_info(OPERATION_KIND_RESTORE)->implemented);
-    assert_false(operation_kind_info(OPERATION_KIND_SNAPSHOT)->implemented);
+    /* A snapshot (issue 12) runs and changes no state: its row in snapshots does. */
+    assert_true(operation_kind_info(OPERATION_KIND_SNAPSHOT)->implemented);
+    assert_int_equal(operation_kind_info(OPERATION_KIND_SNAPSHOT)->on_success,
+                     _SANDBOX_STATE_INVALID);
+    assert_int_equal(operation_check_start(OPERATION_KIND_SNAPSHOT, SANDBOX_PAUSED), 0);
+    assert_int_equal(operation_check_start(OPERATION_KIND_SNAPSHOT, SANDBOX_SUSPENDED), -EBUSY);
     assert_false(operation_kind_info(OPERATION_KIND_FORK)->implemented);
     /* The egress policy's live replace (issue 9) runs, and changes no state. */
     assert_true(operation_kind_info(OPERATION_KIND_NETWORK)->implemented);

@@ -920,6 +920,96 @@ static void test_store_secrets(void **state)
     store_secret_release(&got);
 }
 
+static struct store_snapshot snapshot_row(const char *id, const char *name, const char *op,
+                                          int64_t created)
+{
+    return (struct store_snapshot){ .id = (char *)id,
+                                    .owner = "space",
+                                    .sandbox_id = "sb00000000000000000a",
+                                    .node_id = "local",
+                                    .template_id = "base",
+                                    .kind = "full",
+                                    .name = (char *)name,
+                                    .state = STORE_SNAPSHOT_PENDING,
+                                    .operation_id = (char *)op,
+                                    .vcpus = 1,
+                                    .memory_mb = 512,
+                                    .created_at = created,
+                                    .updated_at = created };
+}
+
+/* Pending until its operation succeeds; a failed one leaves nothing; names unique; paging
+ * newest first with a cursor. */
+static void test_store_snapshots(void **state)
+{
+    struct store *s = S(state);
+    struct store_snapshot a = snapshot_row("snap0000000000000001", "one", "op1", 100);
+    struct store_snapshot b = snapshot_row("snap0000000000000002", NULL, "op2", 200);
+    struct store_snapshot c = snapshot_row("snap0000000000000003", NULL, "op3", 300);
+    struct store_snapshot dup = snapshot_row("snap0000000000000004", "one", "op4", 400);
+    struct store_snapshot got = { 0 }, *list = NULL;
+    size_t n = 0;
+
+    assert_int_equal(store_snapshot_insert(s, &a), 0);
+    assert_int_equal(store_snapshot_insert(s, &b), 0);
+    assert_int_equal(store_snapshot_insert(s, &c), 0);
+    assert_int_equal(store_snapshot_insert(s, &a), -EEXIST);
+    assert_int_equal(store_snapshot_insert(s, &dup), -EEXIST); /* the name */
+
+    assert_int_equal(store_snapshot_finish(s, "op1", true, 150), 0);
+    assert_int_equal(store_snapshot_finish(s, "op2", false, 250), 0);
+    assert_int_equal(store_snapshot_finish(s, "op2", false, 250), 0); /* a re-run */
+    assert_int_equal(store_snapshot_get(s, "snap0000000000000002", &got), -ENOENT);
+    assert_int_equal(store_snapshot_get_by_operation(s, "op1", &got), 0);
+    assert_string_equal(got.state, STORE_SNAPSHOT_COMPLETE);
+    assert_string_equal(got.name, "one");
+    assert_int_equal(got.memory_mb, 512);
+    assert_int_equal(got.updated_at, 150);
+    store_snapshot_release(&got);
+    /* A completed one is not un-completed by a late failure of a re-run. */
+    assert_int_equal(store_snapshot_finish(s, "op1", false, 160), 0);
+    assert_int_equal(store_snapshot_get(s, "snap0000000000000001", &got), 0);
+    store_snapshot_release(&got);
+
+    struct store_snapshot_filter f = { .owner = "space" };
+    assert_int_equal(store_snapshot_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(list[0].id, "snap0000000000000003"); /* newest first */
+    store_snapshot_list_free(list, n);
+    f.complete_only = true;
+    assert_int_equal(store_snapshot_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].id, "snap0000000000000001");
+    store_snapshot_list_free(list, n);
+    f = (struct store_snapshot_filter){ .owner = "space", .limit = 1 };
+    assert_int_equal(store_snapshot_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 1);
+    store_snapshot_list_free(list, n);
+    f.after_id = "snap0000000000000003";
+    assert_int_equal(store_snapshot_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].id, "snap0000000000000001");
+    store_snapshot_list_free(list, n);
+    f.after_id = "snap0000000000000009";
+    assert_int_equal(store_snapshot_list(s, &f, &list, &n), -ENOENT);
+    f = (struct store_snapshot_filter){ .owner = "space", .name = "one" };
+    assert_int_equal(store_snapshot_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 1);
+    store_snapshot_list_free(list, n);
+    f = (struct store_snapshot_filter){ .owner = "other" };
+    assert_int_equal(store_snapshot_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 0);
+    store_snapshot_list_free(list, n);
+
+    assert_int_equal(
+        store_snapshot_set_state(s, "snap0000000000000001", STORE_SNAPSHOT_DELETING, 500), 0);
+    assert_int_equal(store_snapshot_delete(s, "snap0000000000000001"), 0);
+    assert_int_equal(store_snapshot_delete(s, "snap0000000000000001"), -ENOENT);
+    assert_int_equal(store_snapshot_set_state(s, "snap0000000000000001", "x", 1), -ENOENT);
+    a.kind = NULL;
+    assert_int_equal(store_snapshot_insert(s, &a), -EINVAL);
+}
+
 /* Literals scoped to a sandbox go once it is killed or gone, not before, not others. */
 static void test_store_secrets_sweep(void **state)
 {
@@ -1980,6 +2070,7 @@ static void test_store_pg_reconnect(void **state)
         cmocka_unit_test_setup_teardown(test_store_egress_audit_secret, setup, teardown),          \
         cmocka_unit_test_setup_teardown(test_store_secrets, setup, teardown),                      \
         cmocka_unit_test_setup_teardown(test_store_secrets_sweep, setup, teardown),                \
+        cmocka_unit_test_setup_teardown(test_store_snapshots, setup, teardown),                    \
         cmocka_unit_test_setup_teardown(test_store_secrets_bad_input, setup, teardown),            \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_states, setup, teardown),          \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_metadata, setup, teardown),        \

@@ -22,6 +22,8 @@ static const struct {
     { "pool", cmd_pool, "ls the warm pools (restored sandboxes ready for a create)" },
     { "keys", cmd_keys, "create|ls|rm API keys" },
     { "secret", cmd_secret, "create|list|rotate|delete secrets injected on egress" },
+    { "snapshot", cmd_snapshot,
+      "create|ls|rm snapshots of sandboxes (new sandboxes start from them)" },
     { "bench", cmd_bench, "measure the platform (bench create)" },
 };
 

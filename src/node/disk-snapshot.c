@@ -212,6 +212,16 @@ int disk_snapshot_take(const struct vm_host *host, const struct vm *vm, const ch
     if (r < 0) {
         goto fail;
     }
+    /* The guest agent's token at this instant (it is in the vmstate's memory too): a sandbox
+     * created from the snapshot proves it to that agent to set its own (vm.c, branch). */
+    if (full && vm->rec.access_token[0]) {
+        step = "write the agent token";
+        snprintf(path, sizeof(path), "%s/" DISK_SNAPSHOT_TOKEN_FILE, tmp);
+        r = write_file_atomic(path, vm->rec.access_token, strlen(vm->rec.access_token));
+        if (r < 0) {
+            goto fail;
+        }
+    }
     step = "write meta.json";
     meta = meta_build(vm, id, full, quiesced, tmp, created, paused / 1000.0, &r);
     if (meta) {

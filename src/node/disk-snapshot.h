@@ -8,6 +8,7 @@
  *
  *   <data>/snapshots/<id>/rootfs.ext4   reflink (FICLONE) of the disk at the snapshot
  *                         vmstate       full only: memory, devices, vCPUs (runtime.h)
+ *                         agent-token   full only: the agent's token then (0600 dir)
  *                         meta.json     id, kind, sandbox, template, sizes, created_at, and
  *                                       each file's size and sparse-independent SHA-256
  *
@@ -23,6 +24,8 @@
 #include "node/vm.h"
 
 #define DISK_SNAPSHOT_FORMAT "space-snapshot-1"
+/* full only: the guest agent's access token when it was taken (a branch proves it). */
+#define DISK_SNAPSHOT_TOKEN_FILE "agent-token"
 
 /* <data>/snapshots/<id> into buf. */
 int disk_snapshot_dir(const struct vm_host *host, const char *id, char *buf, size_t n);

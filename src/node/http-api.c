@@ -8,7 +8,9 @@
  *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?, snapshot?,
  *                                         pool?} -> 201 sandbox (200 when `id` already runs
  *                                         here: idempotent; snapshot: false forces a cold
- *                                         boot, pool: false a restore past the warm pool)
+ *                                         boot, pool: false a restore past the warm pool;
+ *                                         from_snapshot: ID a branch of a full sandbox
+ *                                         snapshot, its template and size the snapshot's)
  *   GET    /v1/instances                  {instances: [...]}: every VM, bound to a sandbox or not
  *   GET    /v1/pools                      warm-pool levels per template and size (pool.h)
  *   GET    /v1/sandboxes                  {sandboxes: [...]}
@@ -55,6 +57,7 @@
 #include "gw/policy.h"
 #include "node/manager.h"
 #include "node/pool.h"
+#include "node/disk-snapshot.h"
 #include "node/snapshot-routes.h"
 #include "node/snapshot.h"
 #include "shared/gw-proto.h"
@@ -376,6 +379,7 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
 {
     char *network = NULL;
     const char *template_name = "base";
+    char branch_template[64];
     unsigned vcpus = m->default_vcpus, memory = m->default_memory_mib;
     const char *id = NULL;
     char fresh_id[SANDBOX_ID_LEN + 1];
@@ -430,6 +434,33 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         http_util_reply_error(req, 400, "'pool' must be a boolean");
         goto out;
     }
+    /* "from_snapshot": a branch, a new sandbox restored from a full sandbox snapshot
+     * (disk-snapshot.h): its template and size are the snapshot's, no pool, no fallback. */
+    json_t *from = json_object_get(body, "from_snapshot"), *meta = NULL;
+    if (from) {
+        const char *sid = json_string_value(from);
+        const char *kind = NULL, *tpl = NULL;
+        if (!sid || !sandbox_id_is_valid(sid) || disk_snapshot_read(&m->host, sid, &meta) < 0) {
+            http_util_reply_error(req, 404, "snapshot '%s' not found", sid ? sid : "");
+            goto out;
+        }
+        kind = json_string_value(json_object_get(meta, "kind"));
+        tpl = json_string_value(json_object_get(meta, "template"));
+        json_int_t mv = json_integer_value(json_object_get(meta, "vcpus"));
+        json_int_t mm = json_integer_value(json_object_get(meta, "memory_mib"));
+        if (!kind || strcmp(kind, "full") != 0 || !tpl || !template_name_is_valid(tpl) || mv < 1 ||
+            mv > MAX_VCPUS || mm < MIN_MEMORY_MIB || mm > MAX_MEMORY_MIB) {
+            json_decref(meta);
+            http_util_reply_error(req, 400, "snapshot '%s' is not a full snapshot to create from",
+                                  sid);
+            goto out;
+        }
+        snprintf(branch_template, sizeof(branch_template), "%s", tpl);
+        template_name = branch_template;
+        vcpus = (unsigned)mv;
+        memory = (unsigned)mm;
+        json_decref(meta);
+    }
     json_t *net = json_object_get(body, "network");
     if (net && !json_is_object(net)) {
         http_util_reply_error(req, 400, "'network' must be an object (a native egress policy)");
@@ -453,7 +484,7 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         goto out;
     }
     /* Create sources in order (CONTRACTS): a warm-pool member, else restore, else boot. */
-    bool skip_pool = json_is_false(snap) || json_is_false(use_pool);
+    bool skip_pool = json_is_false(snap) || json_is_false(use_pool) || from;
     struct vm *member = skip_pool ? NULL : pool_take(m->warm, template_name, vcpus, memory);
     if (!member) {
         pool_make_room(m->warm, memory + m->vmm_overhead_mib);
@@ -492,6 +523,9 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     r = vm ? 0 : vm_new(template_name, vcpus, memory, &vm);
     if (r >= 0) {
         vm->cold_boot = json_is_false(snap);
+        if (from) {
+            snprintf(vm->branch_from, sizeof(vm->branch_from), "%s", json_string_value(from));
+        }
         r = manager_bind(m, vm, id); /* persisted by the create job's first record */
     }
     if (r >= 0 && init) {

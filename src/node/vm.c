@@ -35,6 +35,7 @@
 #include "basic/random-util.h"
 #include "basic/strbuf.h"
 #include "node/clone.h"
+#include "node/disk-snapshot.h"
 #include "node/netslot.h"
 #include "node/snapshot.h"
 #include "shared/connect.h"
@@ -272,7 +273,18 @@ static int vm_agent_request(struct runtime_vm *rt, const struct http_request *re
 /* POST /init to the agent with body (JSON text). */
 int vm_agent_init(struct runtime_vm *rt, const char *body, char **ret_error)
 {
-    const char *headers[] = { "Content-Type: application/json", NULL };
+    return vm_agent_init_as(rt, body, NULL, ret_error);
+}
+
+int vm_agent_init_as(struct runtime_vm *rt, const char *body, const char *token, char **ret_error)
+{
+    char auth[160];
+    const char *headers[] = { "Content-Type: application/json", NULL, NULL };
+
+    if (token && *token) {
+        snprintf(auth, sizeof(auth), "X-Access-Token: %s", token);
+        headers[1] = auth;
+    }
     struct http_request req = { .method = "POST",
                                 .path = "/init",
                                 .headers = headers,
@@ -397,6 +409,8 @@ enum create_mode {
                        VM a template snapshot is taken of (snapshot.c) */
     CREATE_MEMBER,  /* restore, one warming /init, paused, never marked running: a warm-pool
                        member (pool.h); vm_bind_member() makes it a sandbox */
+    CREATE_BRANCH,  /* restore of a sandbox's full snapshot (disk-snapshot.h, vm->branch_from):
+                       its RAM is in the vmstate; re-identified as a new sandbox */
 };
 
 static int vm_warm_exec(const struct vm_host *host, const struct vm *vm, struct runtime_vm *rt);
@@ -405,7 +419,7 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
                           struct snapshot *snap, struct vm_create_result *ret)
 {
     struct instance_record rec = vm->rec; /* this job's copy: the loop owns vm->rec */
-    char *identity = NULL;
+    char *identity = NULL, *branch_token = NULL;
     struct runtime_config cfg;
     struct vm_paths p = { .dir = "" };
     char tdir[PATH_MAX], src[PATH_MAX + 16];
@@ -421,8 +435,23 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
     if (r < 0) {
         goto fail;
     }
-    bool restore = mode == CREATE_RESTORE || mode == CREATE_MEMBER;
-    if (restore) {
+    bool restore = mode == CREATE_RESTORE || mode == CREATE_MEMBER || mode == CREATE_BRANCH;
+    /* What a restore loads and clones its disk from: the template's snapshot, or for a
+     * branch the sandbox snapshot's directory (as a full rollback restores it). */
+    char bdir[PATH_MAX];
+    const char *sdir = snap ? snapshot_dir(snap) : NULL;
+    if (mode == CREATE_BRANCH) {
+        char tpath[PATH_MAX + 32];
+        r = disk_snapshot_dir(host, vm->branch_from, bdir, sizeof(bdir));
+        if (r < 0) {
+            goto fail;
+        }
+        sdir = bdir;
+        snprintf(tpath, sizeof(tpath), "%s/" DISK_SNAPSHOT_TOKEN_FILE, bdir);
+        (void)read_file(tpath, sizeof(rec.access_token), &branch_token, NULL); /* may be none */
+        cfg.memory = RUNTIME_MEMORY_ANONYMOUS;
+        cfg.memory_fd = -EBADF;
+    } else if (restore) {
         cfg.memory = RUNTIME_MEMORY_PRIVATE;
         cfg.memory_fd = snapshot_memory_fd(snap);
     } else if (mode == CREATE_SOURCE) {
@@ -447,7 +476,7 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
         goto fail;
     }
     /* A restore continues from the disk as it was when its snapshot was taken. */
-    snprintf(src, sizeof(src), "%s/rootfs.ext4", restore ? snapshot_dir(snap) : tdir);
+    snprintf(src, sizeof(src), "%s/rootfs.ext4", restore ? sdir : tdir);
     r = clone_file(src, p.rootfs, &reflinked);
     if (r >= 0) {
         r = fault_point("create.clone");
@@ -474,7 +503,7 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
 
     step = restore ? "restore vmm" : "start vmm";
     t = now_monotonic();
-    r = restore ? runtime_restore(host->runtime, &cfg, snapshot_dir(snap), &rt)
+    r = restore ? runtime_restore(host->runtime, &cfg, sdir, &rt)
                 : runtime_boot(host->runtime, &cfg, &rt);
     if (r >= 0 && restore) {
         r = fault_point("create.restore");
@@ -542,7 +571,8 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
         /* Every sandbox, booted or restored, gets its own identity (vm_identity_json()). */
         step = "initialise agent";
         identity = vm_identity_json(vm);
-        r = identity ? vm_agent_init(rt, identity, &agent_error) : -ENOMEM;
+        /* A branch's agent has its source's token: proving it lets the /init set ours. */
+        r = identity ? vm_agent_init_as(rt, identity, branch_token, &agent_error) : -ENOMEM;
         if (r >= 0) {
             r = fault_point("create.init");
         }
@@ -572,10 +602,12 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
     ret->pid = rec.pid;
     ret->pid_start_time = rec.pid_start_time;
     free(identity);
+    free(branch_token);
     return 0;
 
 fail:;
     free(identity);
+    free(branch_token);
     struct strbuf sb = STRBUF_INIT;
     char *console = file_tail(p.dir, "console.log", 2048);
     char *qemu = file_tail(p.dir, "qemu.log", 1024);
@@ -605,6 +637,11 @@ fail:;
 int vm_create(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret)
 {
     struct snapshot *snap = NULL;
+
+    /* A branch has nothing to fall back to: it is that snapshot or nothing. */
+    if (vm->branch_from[0]) {
+        return vm_create_with(host, vm, CREATE_BRANCH, NULL, ret);
+    }
 
     if (!vm->cold_boot &&
         snapshot_get(host, vm->rec.template_name, vm->rec.vcpus, vm->rec.memory_mib, &snap) == 0) {

@@ -52,6 +52,9 @@ struct vm {
     char *init_json;    /* body for the agent's POST /init after boot (envd), or NULL */
     bool cold_boot;     /* never restore from a snapshot (create's "snapshot": false) */
     bool snapshot_busy; /* a disk snapshot or rollback job has it (disk-snapshot.h) */
+    /* A branch: created from this sandbox snapshot (disk-snapshot.h, full) instead of the
+     * template; "" otherwise. Set before the create job starts. */
+    char branch_from[21];
     /* The egress sockets in its namespace (netslot_open_listeners()), -EBADF until the
      * gateway client opens them; closed by vm_free(). Loop thread only. */
     int dns_fd, gateway_fd;
@@ -228,6 +231,9 @@ int vm_restore(const struct vm_host *host, const struct vm *vm, struct vm_restor
  * (caller frees). */
 int vm_wait_ready(const struct vm_host *host, struct runtime_vm *rt);
 int vm_agent_init(struct runtime_vm *rt, const char *body, char **ret_error);
+/* vm_agent_init() proving token (X-Access-Token) to an agent that has one: a restored
+ * snapshot's, whose token the new sandbox replaces. token NULL or "": none. */
+int vm_agent_init_as(struct runtime_vm *rt, const char *body, const char *token, char **ret_error);
 char *vm_identity_json(const struct vm *vm);
 
 /* Persists rec to instances/<iid>/instance.json (atomically). Any thread. */

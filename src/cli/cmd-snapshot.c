@@ -1,0 +1,166 @@
+/*
+ * space snapshot create SANDBOX [--name N] [--kind full|disk] | ls [--sandbox ID] [--json] |
+ * rm ID...: snapshots of sandboxes (docs/architecture.md "A sandbox's life"). create waits
+ * until the node committed the snapshot; a full one is what `space sandbox create --snapshot`
+ * (native "snapshot") branches new sandboxes from.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "cli/help.h"
+#include "shared/sandbox-id.h"
+
+static const char usage_text[] =
+    "usage: space snapshot create SANDBOX [--name NAME] [--kind full|disk]\n"
+    "       space snapshot ls [--sandbox SANDBOX] [--json]\n"
+    "       space snapshot rm SNAPSHOT...\n"
+    "A full snapshot (the default) holds memory and disk: new sandboxes are created from it.\n";
+
+static int create(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "name", required_argument, NULL, 'n' },
+        { "kind", required_argument, NULL, 'k' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 },
+    };
+    json_t *body = json_object(), *res = NULL;
+    char path[128];
+    int c, r = 1;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'n' || c == 'k') {
+            json_object_set_new(body, c == 'n' ? "name" : "kind", json_string(optarg));
+        } else {
+            json_decref(body);
+            return cli_usage(c == 'h', usage_text);
+        }
+    }
+    if (optind != argc - 1 || !sandbox_id_is_valid(argv[optind])) {
+        json_decref(body);
+        return cli_usage(false, usage_text);
+    }
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/snapshots?wait=true", argv[optind]);
+    if (client_call_ok("POST", path, body, &res) >= 0) {
+        printf("%s %s %s\n", json_string_value(json_object_get(res, "id")),
+               json_string_value(json_object_get(res, "kind")),
+               json_string_value(json_object_get(res, "state")));
+        r = 0;
+    }
+    json_decref(body);
+    json_decref(res);
+    return r;
+}
+
+static int list(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "sandbox", required_argument, NULL, 's' },
+        { "json", no_argument, NULL, 'j' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 },
+    };
+    const char *sandbox = NULL;
+    bool as_json = false;
+    json_t *page = NULL, *all = json_array(), *s;
+    char path[256], after[32] = "";
+    size_t i;
+    int c, r = 0;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 's' && sandbox_id_is_valid(optarg)) {
+            sandbox = optarg;
+        } else if (c == 'j') {
+            as_json = true;
+        } else {
+            json_decref(all);
+            return cli_usage(c == 'h', usage_text);
+        }
+    }
+    if (optind != argc || !all) {
+        json_decref(all);
+        return cli_usage(false, usage_text);
+    }
+    for (;;) {
+        snprintf(path, sizeof(path), "/v1/snapshots?limit=1000%s%s%s%s", sandbox ? "&sandbox=" : "",
+                 sandbox ? sandbox : "", after[0] ? "&after=" : "", after);
+        if (client_call_ok("GET", path, NULL, &page) < 0) {
+            r = 1;
+            break;
+        }
+        json_array_extend(all, json_object_get(page, "snapshots"));
+        const char *next = json_string_value(json_object_get(page, "next"));
+        if (!next) {
+            break;
+        }
+        snprintf(after, sizeof(after), "%s", next);
+        json_decref(page);
+        page = NULL;
+    }
+    json_decref(page);
+    if (r == 0 && as_json) {
+        char *text = json_dumps(all, JSON_INDENT(2));
+        puts(text ? text : "[]");
+        free(text);
+    } else if (r == 0) {
+        printf("%-20s %-20s %-4s %-8s %-27s %s\n", "ID", "SANDBOX", "KIND", "STATE", "CREATED",
+               "NAME");
+        json_array_foreach (all, i, s) {
+            const char *name = json_string_value(json_object_get(s, "name"));
+            printf("%-20s %-20s %-4s %-8s %-27s %s\n", json_string_value(json_object_get(s, "id")),
+                   json_string_value(json_object_get(s, "sandbox_id")),
+                   json_string_value(json_object_get(s, "kind")),
+                   json_string_value(json_object_get(s, "state")),
+                   json_string_value(json_object_get(s, "created_at")), name ? name : "-");
+        }
+    }
+    json_decref(all);
+    return r;
+}
+
+static int rm(int argc, char **argv)
+{
+    int r = 0;
+
+    if (argc < 2) {
+        return cli_usage(false, usage_text);
+    }
+    for (int i = 1; i < argc; i++) {
+        char path[64];
+        if (!sandbox_id_is_valid(argv[i])) {
+            fprintf(stderr, "space: '%s' is not a snapshot id\n", argv[i]);
+            r = 1;
+            continue;
+        }
+        snprintf(path, sizeof(path), "/v1/snapshots/%s", argv[i]);
+        if (client_call_ok("DELETE", path, NULL, NULL) < 0) {
+            r = 1;
+        } else {
+            printf("deleted %s\n", argv[i]);
+        }
+    }
+    return r;
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "create") == 0) {
+        return create(argc - 1, argv + 1);
+    }
+    if (argc >= 2 && (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0)) {
+        return list(argc - 1, argv + 1);
+    }
+    if (argc >= 2 && (strcmp(argv[1], "rm") == 0 || strcmp(argv[1], "delete") == 0)) {
+        if (argc >= 3 && cli_help_arg(argv[2], false)) {
+            return cli_usage(true, usage_text);
+        }
+        return rm(argc - 1, argv + 1);
+    }
+    return cli_usage(argc >= 2 && cli_help_arg(argv[1], true), usage_text);
+}
