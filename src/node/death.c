@@ -106,7 +106,8 @@ enum death_reason death_classify(const struct death_evidence *e, char *msg, size
     char line[DEATH_MESSAGE_MAX];
 
     if (e->oom_known && e->oom_kills > 0) {
-        snprintf(msg, n, "the VMM was killed by the kernel's OOM killer (%llu kill%s in its cgroup)",
+        snprintf(msg, n,
+                 "the VMM was killed by the kernel's OOM killer (%llu kill%s in its cgroup)",
                  (unsigned long long)e->oom_kills, e->oom_kills == 1 ? "" : "s");
         return DEATH_OOM;
     }

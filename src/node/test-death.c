@@ -28,8 +28,7 @@ static void test_oom_counter(void **state)
         0);
     assert_int_equal(v, 1);
     /* v1 memory.oom_control */
-    assert_int_equal(death_parse_oom_kills("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", &v),
-                     0);
+    assert_int_equal(death_parse_oom_kills("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", &v), 0);
     assert_int_equal(v, 3);
     assert_int_equal(death_parse_oom_kills("oom_kill 0", &v), 0);
     assert_int_equal(v, 0);
@@ -105,10 +104,9 @@ static void test_classify(void **state)
     (void)state;
 
     /* an OOM kill is a SIGKILL: the counter decides */
-    struct death_evidence e = { .status_known = true,
-                                .wait_status = SIGNALED(SIGKILL),
-                                .oom_known = true,
-                                .oom_kills = 1 };
+    struct death_evidence e = {
+        .status_known = true, .wait_status = SIGNALED(SIGKILL), .oom_known = true, .oom_kills = 1
+    };
     assert_int_equal(death_classify(&e, msg, sizeof(msg)), DEATH_OOM);
     assert_non_null(strstr(msg, "OOM"));
     e.oom_kills = 0;
