@@ -1078,13 +1078,41 @@ struct sync_job {
     struct manager *m;
     char *node_socket;
     json_t *node_list;
+    json_t *node_failed; /* the node's "failed": sandboxes whose VMM ended on its own */
     int r;
 };
 
 static void sync_work(void *p)
 {
     struct sync_job *j = p;
-    j->r = node_client_list(j->node_socket, &j->node_list);
+    j->r = node_client_list(j->node_socket, &j->node_list, &j->node_failed);
+}
+
+/* "<reason>: <message>" when the node reports id failed (node manager.h), else NULL.
+ * Node text, bounded and printable only: it lands in the store and in API answers. */
+static char *failure_text(json_t *failed, const char *id)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (failed, i, v) {
+        const char *fid = json_string_value(json_object_get(v, "id"));
+        const char *reason = json_string_value(json_object_get(v, "reason"));
+        const char *message = json_string_value(json_object_get(v, "message"));
+        if (!fid || strcmp(fid, id) != 0 || !reason || !message) {
+            continue;
+        }
+        char *text = NULL;
+        if (asprintf(&text, "%.32s: %.255s", reason, message) < 0) {
+            return NULL;
+        }
+        for (char *c = text; *c; c++) {
+            if (*c < 0x20 || *c >= 0x7f) {
+                *c = '?';
+            }
+        }
+        return text;
+    }
+    return NULL;
 }
 
 static bool sandbox_busy(struct manager *m, const char *id)
@@ -1187,10 +1215,13 @@ static void sync_done(void *p)
                         strcmp(json_string_value(json_object_get(v, "id")) ?: "", list[k].id) == 0;
             }
             if (!found && !sandbox_busy(m, list[k].id)) {
-                log_sandbox_warning(list[k].id, "the node no longer has this sandbox");
+                char *why = failure_text(j->node_failed, list[k].id);
+                log_sandbox_warning(list[k].id, "the node no longer has this sandbox: %s",
+                                    why ?: "lost");
                 (void)store_sandbox_set_state(m->store, list[k].id, SANDBOX_STATE_KILLED,
-                                              "lost by its node", now_us());
+                                              why ?: "lost by its node", now_us());
                 route_cache_sync(m->routes, m->store, list[k].id);
+                free(why);
             }
         }
         store_sandbox_list_free(list, n);
@@ -1198,6 +1229,7 @@ static void sync_done(void *p)
     controller_kick(m);
 out:
     json_decref(j->node_list);
+    json_decref(j->node_failed);
     free(j->node_socket);
     free(j);
 }

@@ -146,7 +146,7 @@ int node_client_kill(const char *node_socket, const char *id, int *ret_status, c
     return r;
 }
 
-int node_client_list(const char *node_socket, json_t **ret)
+int node_client_list(const char *node_socket, json_t **ret, json_t **ret_failed)
 {
     json_t *res = NULL;
     int status = 0;
@@ -160,6 +160,10 @@ int node_client_list(const char *node_socket, json_t **ret)
         return -EPROTO;
     }
     *ret = json_incref(json_object_get(res, "sandboxes"));
+    if (ret_failed) {
+        json_t *failed = json_object_get(res, "failed");
+        *ret_failed = json_is_array(failed) ? json_incref(failed) : json_array();
+    }
     json_decref(res);
     return 0;
 }

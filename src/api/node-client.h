@@ -21,8 +21,10 @@ int node_client_set_network(const char *node_socket, const char *id, const char 
                             int *ret_status, char **ret_error);
 /* Kills it; a sandbox the node does not know counts as killed. */
 int node_client_kill(const char *node_socket, const char *id, int *ret_status, char **ret_error);
-/* The node's sandboxes: *ret is a JSON array of node sandbox objects. */
-int node_client_list(const char *node_socket, json_t **ret);
+/* The node's sandboxes: *ret is a JSON array of node sandbox objects; *ret_failed (may be
+ * NULL) the array of those whose VMM ended on its own ({id, reason, message}: the node's
+ * "failed"; empty from a node that has none). */
+int node_client_list(const char *node_socket, json_t **ret, json_t **ret_failed);
 #include "basic/time-util.h"
 
 /* The deadline of ordinary node calls; a template build passes a longer one. */

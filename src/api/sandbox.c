@@ -134,6 +134,23 @@ json_t *sandbox_to_e2b_detail(const struct store_sandbox *sb, const char *domain
     return j;
 }
 
+/* Why a sandbox died on its own: the node's reason (node death.h) heading its error, as the
+ * controller records it ("panic: guest kernel panic: ..."); NULL for any other end. */
+static const char *death_reason(const struct store_sandbox *sb)
+{
+    static const char *const reasons[] = { "oom", "panic", "vmm_crashed", "shutdown" };
+    if (!sb->error || strcmp(sb->state, SANDBOX_STATE_KILLED) != 0) {
+        return NULL;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(reasons); i++) {
+        size_t n = strlen(reasons[i]);
+        if (strncmp(sb->error, reasons[i], n) == 0 && strncmp(sb->error + n, ": ", 2) == 0) {
+            return reasons[i];
+        }
+    }
+    return NULL;
+}
+
 json_t *sandbox_to_json(const struct store_sandbox *sb)
 {
     char created[40], end[40];
@@ -152,6 +169,8 @@ json_t *sandbox_to_json(const struct store_sandbox *sb)
     if (j) {
         json_object_set_new(j, "network", egress_native(sb->network_json));
         json_object_set_new(j, "auto_pause", json_boolean(sb->auto_pause));
+        const char *reason = death_reason(sb);
+        json_object_set_new(j, "reason", reason ? json_string(reason) : json_null());
         /* Paused or suspended: the lifetime it gets back when it runs again (null: none
          * kept, or no end time). */
         json_object_set_new(j, "remaining_s",

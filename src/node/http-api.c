@@ -96,6 +96,14 @@ static json_t *vm_to_json(const struct vm *vm)
     return j;
 }
 
+/* A sandbox whose VMM ended on its own (manager.h), freed already. */
+static json_t *failure_to_json(const struct manager_failure *f)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", f->sandbox_id, "instance_id", f->iid,
+                     "state", "failed", "reason", death_reason_to_string(f->reason), "message",
+                     f->message, "failed_at_us", (json_int_t)f->at);
+}
+
 json_t *http_api_vm_json(const struct vm *vm)
 {
     return vm_to_json(vm);
@@ -1138,13 +1146,17 @@ static void dispatch(struct evhttp_request *req, void *userdata)
         if (method == EVHTTP_REQ_POST) {
             handle_create(m, req);
         } else if (method == EVHTTP_REQ_GET) {
-            json_t *list = json_array();
+            json_t *list = json_array(), *failed = json_array();
             for (size_t i = 0; i < m->n_vms; i++) {
                 if (instance_is_bound(&m->vms[i]->rec)) {
                     json_array_append_new(list, vm_to_json(m->vms[i]));
                 }
             }
-            http_util_reply_json(req, 200, json_pack("{s:o}", "sandboxes", list));
+            for (size_t i = 0; i < m->n_failed; i++) {
+                json_array_append_new(failed, failure_to_json(manager_failure_at(m, i)));
+            }
+            http_util_reply_json(req, 200,
+                                 json_pack("{s:o, s:o}", "sandboxes", list, "failed", failed));
         } else {
             http_util_reply_error(req, 405, "method not allowed");
         }
@@ -1166,6 +1178,13 @@ static void dispatch(struct evhttp_request *req, void *userdata)
             return;
         }
         struct vm *vm = manager_find(m, id);
+        const struct manager_failure *f = vm ? NULL : manager_find_failure(m, id);
+        if (f) {
+            /* Gone as a killed one is (404), with why: the api records the reason. */
+            http_util_reply_error(req, 404, "sandbox '%s' failed: %s: %s", id,
+                                  death_reason_to_string(f->reason), f->message);
+            return;
+        }
         if (!vm) {
             http_util_reply_error(req, 404, "sandbox '%s' not found", id);
             return;

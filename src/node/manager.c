@@ -16,7 +16,9 @@
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "basic/log.h"
 #include "basic/macro.h"
@@ -100,16 +102,52 @@ void manager_remove(struct manager *m, struct vm *vm)
     }
 }
 
-/* A VM whose VMM died on its own (guest panic, OOM kill) is cleaned up here. */
+const struct manager_failure *manager_failure_at(struct manager *m, size_t i)
+{
+    return i < m->n_failed ? &m->failed[(m->failed_first + i) % MANAGER_FAILED_MAX] : NULL;
+}
+
+const struct manager_failure *manager_find_failure(struct manager *m, const char *sandbox_id)
+{
+    for (size_t i = m->n_failed; i-- > 0;) {
+        const struct manager_failure *f = manager_failure_at(m, i);
+        if (strcmp(f->sandbox_id, sandbox_id) == 0) {
+            return f;
+        }
+    }
+    return NULL;
+}
+
+static void failure_add(struct manager *m, const struct vm *vm, enum death_reason reason,
+                        const char *message)
+{
+    struct manager_failure *f;
+    if (m->n_failed == MANAGER_FAILED_MAX) {
+        f = &m->failed[m->failed_first];
+        m->failed_first = (m->failed_first + 1) % MANAGER_FAILED_MAX;
+    } else {
+        f = &m->failed[(m->failed_first + m->n_failed++) % MANAGER_FAILED_MAX];
+    }
+    *f = (struct manager_failure){ .reason = reason, .at = now_realtime() };
+    snprintf(f->sandbox_id, sizeof(f->sandbox_id), "%s", vm_sandbox_id(vm));
+    snprintf(f->iid, sizeof(f->iid), "%s", vm->rec.iid);
+    snprintf(f->message, sizeof(f->message), "%s", message);
+}
+
+/* A VM whose VMM died on its own (guest panic, OOM kill, VMM crash): why (death.h), then
+ * everything it had is freed. */
 struct reap_job {
     struct manager *m;
     struct vm *vm;
     int r;
+    enum death_reason reason;
+    char message[DEATH_MESSAGE_MAX];
 };
 
 static void reap_work(void *p)
 {
     struct reap_job *j = p;
+    vm_death(&j->m->host, j->vm, &j->reason, j->message, sizeof(j->message));
     j->r = vm_destroy(&j->m->host, j->vm);
 }
 
@@ -117,6 +155,11 @@ static void reap_done(void *p)
 {
     struct reap_job *j = p;
     struct manager *m = j->m;
+    log_sandbox_warning(vm_sandbox_id(j->vm), "instance %s failed: %s: %s", j->vm->rec.iid,
+                        death_reason_to_string(j->reason), j->message);
+    if (instance_is_bound(&j->vm->rec)) {
+        failure_add(m, j->vm, j->reason, j->message);
+    }
     vm_set_state(j->vm, VM_STOPPED);
     manager_remove(m, j->vm);
     if (j->vm->busy == 0) {

@@ -952,6 +952,26 @@ static pid_t qemu_pid(struct runtime_vm *base)
     return ((struct qemu_vm *)base)->pid;
 }
 
+static int qemu_exit_status(struct runtime_vm *base, int *ret_status)
+{
+    struct qemu_vm *vm = (struct qemu_vm *)base;
+    int status = 0;
+
+    /* Safe by pid: an exited child stays a zombie (its pid taken) until this reaps it. */
+    if (vm->pidfd < 0) {
+        return -ECHILD;
+    }
+    pid_t k = waitpid(vm->pid, &status, WNOHANG);
+    if (k < 0) {
+        return -errno;
+    }
+    if (k == 0) {
+        return -EAGAIN;
+    }
+    *ret_status = status;
+    return 0;
+}
+
 /*
  * The agent listens on the guest's address inside the sandbox's netns only.
  * setns() switches just this thread; the socket stays bound to the netns it
@@ -1019,6 +1039,7 @@ const struct runtime_ops runtime_qemu_ops = {
     .connect = qemu_connect,
     .alive = qemu_alive,
     .pid = qemu_pid,
+    .exit_status = qemu_exit_status,
     .free = qemu_free,
 };
 

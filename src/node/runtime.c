@@ -99,6 +99,11 @@ pid_t runtime_pid(struct runtime_vm *vm)
     return vm->ops->pid(vm);
 }
 
+int runtime_exit_status(struct runtime_vm *vm, int *ret_status)
+{
+    return vm->ops->exit_status(vm, ret_status);
+}
+
 struct runtime_vm *runtime_vm_free(struct runtime_vm *vm)
 {
     if (vm) {

@@ -96,6 +96,9 @@ struct runtime_ops {
     /* True while the VMM process exists. */
     bool (*alive)(struct runtime_vm *vm);
     pid_t (*pid)(struct runtime_vm *vm);
+    /* Collects the wait status of a VMM that exited: 0, -ECHILD (not our child: started
+     * by a previous node process, or reaped already), -EAGAIN (still running). */
+    int (*exit_status)(struct runtime_vm *vm, int *ret_status);
     void (*free)(struct runtime_vm *vm);
 };
 
@@ -117,6 +120,7 @@ int runtime_stop(struct runtime_vm *vm);
 int runtime_connect(struct runtime_vm *vm, uint16_t port, usec_t timeout, int *ret_fd);
 bool runtime_alive(struct runtime_vm *vm);
 pid_t runtime_pid(struct runtime_vm *vm);
+int runtime_exit_status(struct runtime_vm *vm, int *ret_status);
 /* Start time of pid from /proc/<pid>/stat (field 22, clock ticks since boot), or -errno.
  * With the pid it identifies a process for good: a recycled pid has a later start time. */
 int runtime_process_start_time(pid_t pid, uint64_t *ret);

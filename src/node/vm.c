@@ -35,6 +35,7 @@
 #include "basic/random-util.h"
 #include "basic/strbuf.h"
 #include "node/clone.h"
+#include "node/death.h"
 #include "node/disk-snapshot.h"
 #include "node/netslot.h"
 #include "node/snapshot.h"
@@ -734,6 +735,33 @@ int vm_bind_member(const struct vm_host *host, const struct vm *vm, struct vm_cr
     ret->timing.restored = ret->timing.pooled = true;
     ret->rt = vm->rt;
     return 0;
+}
+
+void vm_death(const struct vm_host *host, const struct vm *vm, enum death_reason *ret_reason,
+              char *msg, size_t n)
+{
+    struct death_evidence e = { 0 };
+    char dir[PATH_MAX];
+    int status = 0;
+
+    if (vm->rt && runtime_exit_status(vm->rt, &status) >= 0) {
+        e.status_known = true;
+        e.wait_status = status;
+    }
+    /* Before the stop: it removes the cgroup, and the counter with it. */
+    e.oom_known = death_read_oom_kills(vm->rec.iid, &e.oom_kills) >= 0;
+    if (vm->rt) {
+        (void)runtime_stop(vm->rt);
+    }
+    char *console = vm_instance_dir(host, vm->rec.iid, dir, sizeof(dir)) >= 0
+                        ? file_tail(dir, "console.log", 16u << 10)
+                        : NULL;
+    if (console) {
+        e.console = console;
+        e.console_len = strlen(console);
+    }
+    *ret_reason = death_classify(&e, msg, n);
+    free(console);
 }
 
 int vm_destroy(const struct vm_host *host, const struct vm *vm)

@@ -133,6 +133,15 @@ int vm_create_member(const struct vm_host *host, const struct vm *vm, struct sna
  * resumes it, re-identifies it (/init, as vm_create() does) and records it running. ret->rt is
  * vm->rt on success. On failure the VMM is left as it is (the caller destroys the vm). */
 int vm_bind_member(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret);
+/*
+ * Worker: vm's VMM ended on its own (vm->rt is not alive). Gathers the evidence while it
+ * still exists (death.h: the wait status, the cgroup's OOM-kill counter), stops what is
+ * left of the VMM (which lets the console pump finish), reads the console's tail and
+ * classifies the end into *ret_reason and msg. vm_destroy() frees the rest.
+ */
+enum death_reason;
+void vm_death(const struct vm_host *host, const struct vm *vm, enum death_reason *ret_reason,
+              char *msg, size_t n);
 /* Worker: removes every trace of the vm. Idempotent; does not touch *vm. */
 int vm_destroy(const struct vm_host *host, const struct vm *vm);
 
