@@ -25,6 +25,7 @@ struct manager {
     unsigned max_sandboxes;
     uint64_t memory_budget_mib; /* guest RAM + VMM overhead of every instance at most; 0: none */
     unsigned vmm_overhead_mib;  /* what each VMM may use beyond its guest's RAM (jail.h) */
+    unsigned vcpu_budget;       /* vCPUs of every instance at most (capacity.h); 0: none */
     unsigned default_vcpus, default_memory_mib;
     const char *share_dir;      /* template recipes + tools/template-build.sh; NULL: no builds */
     const char *agent_path;     /* the space-agent binary templates get */
@@ -43,9 +44,6 @@ struct manager_limits {
 int manager_new(struct event_base *base, const struct vm_host *host,
                 const struct manager_limits *limits, struct manager **ret);
 struct manager *manager_free(struct manager *m);
-
-/* Loop thread only. The memory every instance may use (guest RAM + VMM overhead), in MiB. */
-uint64_t manager_memory_committed_mib(struct manager *m);
 
 /* Loop thread only. The instance bound to sandbox_id, or NULL. */
 struct vm *manager_find(struct manager *m, const char *sandbox_id);
