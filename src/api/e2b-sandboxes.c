@@ -196,6 +196,12 @@ static void create_finished(struct manager *m, struct evhttp_request *req,
         controller_reply_unfinished(m, req, "sandbox did not start in time");
         return;
     }
+    if (strcmp(op->state, "succeeded") != 0 && lifecycle_create_failed_status(op) == 503) {
+        /* No capacity on the node: E2B's answer for it, which the SDK retries. */
+        lifecycle_reply_capacity(req, 429, "cannot create sandbox: %s",
+                                 op->error ? op->error : "no capacity");
+        return;
+    }
     if (strcmp(op->state, "succeeded") != 0) {
         http_util_reply_error(req, lifecycle_create_failed_status(op), "cannot create sandbox: %s",
                               op->error ? op->error : "failed");
@@ -336,9 +342,9 @@ void e2b_sandbox_create(struct request_ctx *c)
         secrets_drop_literals(c->m, literals);
     }
     if (r == -EAGAIN) {
-        evhttp_add_header(evhttp_request_get_output_headers(c->req), "Retry-After", "5");
-        http_util_reply_error(c->req, 429, "too many sandboxes for this deployment's capacity (%u)",
-                              c->m->max_sandboxes);
+        lifecycle_reply_capacity(c->req, 429,
+                                 "too many sandboxes for this deployment's capacity (%u)",
+                                 c->m->max_sandboxes);
         goto out;
     }
     if (r < 0) {

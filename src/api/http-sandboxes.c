@@ -55,6 +55,9 @@ static void create_waited(struct manager *m, struct evhttp_request *req,
 {
     if (!op) {
         controller_reply_unfinished(m, req, "sandbox did not start in time");
+    } else if (strcmp(op->state, "succeeded") != 0 && lifecycle_create_failed_status(op) == 503) {
+        lifecycle_reply_capacity(req, 503, "cannot create sandbox: %s",
+                                 op->error ? op->error : "no capacity");
     } else if (strcmp(op->state, "succeeded") != 0) {
         http_util_reply_error(req, lifecycle_create_failed_status(op), "cannot create sandbox: %s",
                               op->error ? op->error : "failed");
@@ -166,8 +169,7 @@ void http_sandbox_create(struct request_ctx *c)
     }
     r = lifecycle_create(c->m, &p, id, op);
     if (r == -EAGAIN) {
-        evhttp_add_header(evhttp_request_get_output_headers(c->req), "Retry-After", "5");
-        http_util_reply_error(c->req, 503, "at capacity (%u sandboxes)", c->m->max_sandboxes);
+        lifecycle_reply_capacity(c->req, 503, "at capacity (%u sandboxes)", c->m->max_sandboxes);
         goto out;
     }
     if (r < 0) {

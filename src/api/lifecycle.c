@@ -2,6 +2,8 @@
 #include "api/lifecycle.h"
 
 #include <errno.h>
+#include <event2/http.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,7 +44,7 @@ const char *lifecycle_check_string_map(json_t *j, const char *name)
     return n > MAX_METADATA_BYTES ? name : NULL;
 }
 
-static size_t count_live(struct manager *m)
+size_t lifecycle_count_live(struct manager *m)
 {
     static const char *const live[] = { SANDBOX_STATE_CREATING, SANDBOX_STATE_RUNNING, NULL };
     struct store_sandbox_filter f = { .states = live };
@@ -63,7 +65,7 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     int64_t now = (int64_t)now_realtime();
     int r;
 
-    if (count_live(m) >= m->max_sandboxes) {
+    if (lifecycle_count_live(m) >= m->max_sandboxes) {
         return -EAGAIN;
     }
     if (p->id && !sandbox_id_is_valid(p->id)) {
@@ -185,7 +187,21 @@ int lifecycle_create_failed_status(const struct store_operation *op)
     int status = (int)json_integer_value(json_object_get(res, "status"));
 
     json_decref(res);
-    return status == 404 || status == 504 ? status : 500;
+    return status == 404 || status == 503 || status == 504 ? status : 500;
+}
+
+void lifecycle_reply_capacity(struct evhttp_request *req, int status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
+    http_util_reply_json(
+        req, status,
+        json_pack("{s:i, s:s, s:s}", "code", status, "error_code", "capacity", "message", msg));
 }
 
 void lifecycle_reply_request_error(struct evhttp_request *req, int r, const char *id,

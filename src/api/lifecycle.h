@@ -11,6 +11,7 @@
 #include "api/manager.h"
 #include "api/operation.h"
 #include "api/store.h"
+#include "basic/macro.h"
 #include "shared/sandbox-id.h"
 
 struct lifecycle_create_params {
@@ -35,9 +36,18 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
                      char *ret_op);
 /* The sandbox if it is alive (not killed and not being killed), else -ENOENT. */
 int lifecycle_get_live(struct manager *m, const char *id, struct store_sandbox *ret);
-/* The HTTP status for a failed create operation: the node's 404 (unknown template) and
- * 504 (guest never ready) pass through; anything else is 500. */
+/* Sandboxes creating or running in the store (what --max-sandboxes counts); 0 on error. */
+size_t lifecycle_count_live(struct manager *m);
+/* The HTTP status for a failed create operation: the node's 404 (unknown template), 503
+ * (no capacity: its budgets, capacity.h, or a full worker pool) and 504 (guest never ready)
+ * pass through; anything else is 500. */
 int lifecycle_create_failed_status(const struct store_operation *op);
+/*
+ * The capacity error: `status` (the native API's 503, E2B's 429, which its SDK retries) with
+ * Retry-After and {code: status, error_code: "capacity", message} (docs/e2b-compat.md §11).
+ */
+void lifecycle_reply_capacity(struct evhttp_request *req, int status, const char *fmt, ...)
+    _printf_(3, 4);
 /*
  * Replaces the egress policy of a live sandbox: stores network_json (egress.h) and queues a
  * sandbox.network operation that hands it to the node, in one transaction (see

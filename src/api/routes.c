@@ -67,6 +67,7 @@ static const struct route {
       "timeout_s" },
     { EVHTTP_REQ_GET, "/v1/templates", http_templates_list, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_GET, "/v1/pools", http_pools_list, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/v1/capacity", http_capacity, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_POST, "/v1/templates/{id}/build", http_template_build, AUTH_KEY, ID_TEMPLATE },
     { EVHTTP_REQ_GET, "/v1/info", http_info, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_POST, "/v1/keys", http_keys_create, AUTH_KEY, ID_NONE },

@@ -54,6 +54,8 @@ void http_operation_get(struct request_ctx *c);
 void http_operation_wait(struct request_ctx *c);
 void http_templates_list(struct request_ctx *c);
 void http_pools_list(struct request_ctx *c);
+/* GET /v1/capacity (http-capacity.c) */
+void http_capacity(struct request_ctx *c);
 void http_info(struct request_ctx *c);
 void http_template_build(struct request_ctx *c);
 void http_keys_create(struct request_ctx *c);

@@ -8,6 +8,7 @@ int cmd_down(int argc, char **argv);
 int cmd_sandbox(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_pool(int argc, char **argv);
+int cmd_capacity(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_keys(int argc, char **argv);
 int cmd_secret(int argc, char **argv);

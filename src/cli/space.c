@@ -20,6 +20,7 @@ static const struct {
     { "sandbox", cmd_sandbox, "create|ls|get|exec|kill|pause|resume|suspend|restore sandboxes" },
     { "template", cmd_template, "build|ls templates" },
     { "pool", cmd_pool, "ls the warm pools (restored sandboxes ready for a create)" },
+    { "capacity", cmd_capacity, "memory, vCPUs, sandboxes and disk: budgets, committed, free" },
     { "keys", cmd_keys, "create|ls|rm API keys" },
     { "secret", cmd_secret, "create|list|rotate|delete secrets injected on egress" },
     { "snapshot", cmd_snapshot,

@@ -13,6 +13,7 @@
  *                                         snapshot, its template and size the snapshot's)
  *   GET    /v1/instances                  {instances: [...]}: every VM, bound to a sandbox or not
  *   GET    /v1/pools                      warm-pool levels per template and size (pool.h)
+ *   GET    /v1/capacity                   budgets, committed, free (capacity.h)
  *   GET    /v1/sandboxes                  {sandboxes: [...]}
  *   GET    /v1/sandboxes/{id}             sandbox
  *   DELETE /v1/sandboxes/{id}             204
@@ -55,6 +56,7 @@
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "gw/policy.h"
+#include "node/capacity.h"
 #include "node/manager.h"
 #include "node/pool.h"
 #include "node/disk-snapshot.h"
@@ -120,6 +122,16 @@ void http_api_reply_no_worker(struct evhttp_request *req, int r)
     } else {
         http_util_reply_error(req, 500, "cannot start worker: %s", strerror(-r));
     }
+}
+
+/* The capacity error (capacity.h): 503 with a Retry-After and error_code "capacity", which
+ * space-api recognises and answers as its own capacity error. */
+static void reply_capacity(struct evhttp_request *req, const char *why)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
+    http_util_reply_json(
+        req, 503,
+        json_pack("{s:i, s:s, s:s}", "code", 503, "error_code", "capacity", "message", why));
 }
 
 /* ---- GET /health, GET /v1/templates ---- */
@@ -495,25 +507,13 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     bool skip_pool = json_is_false(snap) || json_is_false(use_pool) || from;
     struct vm *member = skip_pool ? NULL : pool_take(m->warm, template_name, vcpus, memory);
     if (!member) {
-        pool_make_room(m->warm, memory + m->vmm_overhead_mib);
+        pool_make_room(m->warm, vcpus, memory);
     }
-    if (!member && m->n_vms >= m->max_sandboxes) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
-        http_util_reply_error(req, 503, "this node is at capacity (%u sandboxes)",
-                              m->max_sandboxes);
-        goto out;
-    }
-    /* Never overcommit into the OOM killer: every VMM's cgroup may use its RAM + overhead. */
-    uint64_t committed = manager_memory_committed_mib(m);
-    if (!member && m->memory_budget_mib &&
-        committed + memory + m->vmm_overhead_mib > m->memory_budget_mib) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
-        http_util_reply_error(req, 503,
-                              "this node is at capacity: memory budget %llu MiB, %llu MiB "
-                              "committed, %u MiB more asked (%u RAM + %u VMM overhead)",
-                              (unsigned long long)m->memory_budget_mib,
-                              (unsigned long long)committed, memory + m->vmm_overhead_mib, memory,
-                              m->vmm_overhead_mib);
+    /* Never overcommit into the OOM killer: every VMM's cgroup may use its RAM + overhead.
+     * A pool member is already counted: binding it commits nothing new. */
+    char why[256];
+    if (!member && !capacity_fits(m, vcpus, memory, why, sizeof(why))) {
+        reply_capacity(req, why);
         goto out;
     }
     if (!id) {
@@ -1124,6 +1124,10 @@ static void dispatch(struct evhttp_request *req, void *userdata)
     }
     if (strcmp(path, "/v1/egress-audit") == 0 && method == EVHTTP_REQ_GET) {
         handle_egress_audit(m, req);
+        return;
+    }
+    if (strcmp(path, "/v1/capacity") == 0 && method == EVHTTP_REQ_GET) {
+        http_util_reply_json(req, 200, capacity_to_json(m));
         return;
     }
     if (strcmp(path, "/v1/pools") == 0 && method == EVHTTP_REQ_GET) {

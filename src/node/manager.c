@@ -447,15 +447,6 @@ void manager_egress_detach(struct manager *m, struct vm *vm)
     }
 }
 
-uint64_t manager_memory_committed_mib(struct manager *m)
-{
-    uint64_t sum = 0;
-    for (size_t i = 0; i < m->n_vms; i++) {
-        sum += (uint64_t)m->vms[i]->rec.memory_mib + m->vmm_overhead_mib;
-    }
-    return sum;
-}
-
 static void egress_resync(struct gw_client *gw, void *userdata)
 {
     struct manager *m = userdata;

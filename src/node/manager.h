@@ -40,6 +40,7 @@ struct manager {
     unsigned max_sandboxes;
     uint64_t memory_budget_mib; /* guest RAM + VMM overhead of every instance at most; 0: none */
     unsigned vmm_overhead_mib;  /* what each VMM may use beyond its guest's RAM (jail.h) */
+    unsigned vcpu_budget;       /* vCPUs of every instance at most (capacity.h); 0: none */
     unsigned default_vcpus, default_memory_mib;
     const char *share_dir;      /* template recipes + tools/template-build.sh; NULL: no builds */
     const char *agent_path;     /* the space-agent binary templates get */
@@ -60,9 +61,6 @@ struct manager_limits {
 int manager_new(struct event_base *base, const struct vm_host *host,
                 const struct manager_limits *limits, struct manager **ret);
 struct manager *manager_free(struct manager *m);
-
-/* Loop thread only. The memory every instance may use (guest RAM + VMM overhead), in MiB. */
-uint64_t manager_memory_committed_mib(struct manager *m);
 
 /* Loop thread only. The newest failure of sandbox_id, or NULL; the i-th oldest of all. */
 const struct manager_failure *manager_find_failure(struct manager *m, const char *sandbox_id);

@@ -29,6 +29,7 @@
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "basic/socket-util.h"
+#include "node/capacity.h"
 #include "node/clone.h"
 #include "node/console.h"
 #include "node/jail.h"
@@ -56,6 +57,11 @@ static bool arg_jail = true;
 static bool arg_cgroups = true;
 static unsigned arg_vmm_overhead_mib = JAIL_VMM_OVERHEAD_MIB_DEFAULT;
 static uint32_t arg_memory_budget_mib = 0; /* 0: MemTotal - 1 GiB */
+static uint32_t arg_vcpu_budget = 0;       /* 0: host CPUs x CAPACITY_VCPU_OVERCOMMIT */
+/* Per-VM disk throttling defaults: far above what a boot or a build needs, far below what
+ * takes a shared host disk away from everyone else. */
+static uint64_t arg_disk_bps = 100ull << 20;
+static uint32_t arg_disk_iops = 5000;
 static bool arg_snapshots = true;
 static uint32_t arg_tb_size = RUNTIME_TB_SIZE_DEFAULT_MIB;
 static uint32_t arg_pool;
@@ -85,12 +91,18 @@ static void help(void)
            "  --vmm-overhead-mib N  memory a VMM may use beyond its guest's RAM (default 256)\n"
            "  --memory-budget-mib N guest RAM + VMM overhead of all sandboxes at most (default:\n"
            "                        the host's memory less 1 GiB); creates beyond it get 503\n"
+           "  --vcpu-budget N       vCPUs of all sandboxes at most (default: host CPUs x %u);\n"
+           "                        creates beyond it get 503\n"
+           "  --disk-bps N          each sandbox's disk reads + writes in bytes/s (default\n"
+           "                        104857600; 0: unthrottled)\n"
+           "  --disk-iops N         each sandbox's disk requests/s (default 5000; 0: unthrottled)\n"
            "  --snapshots on|off    create by restoring template snapshots (default on)\n"
            "  --tb-size MIB         TCG translation buffer per VM (default %u)\n"
            "  --pool N              keep N restored, paused instances per template ready for\n"
            "                        creates (default 0: off; needs --snapshots on)\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
-           arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT, RUNTIME_TB_SIZE_DEFAULT_MIB);
+           arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT, CAPACITY_VCPU_OVERCOMMIT,
+           RUNTIME_TB_SIZE_DEFAULT_MIB);
 }
 
 static int parse_args(int argc, char **argv)
@@ -115,6 +127,9 @@ static int parse_args(int argc, char **argv)
         { "no-cgroups", no_argument, NULL, 'K' },
         { "vmm-overhead-mib", required_argument, NULL, 'O' },
         { "memory-budget-mib", required_argument, NULL, 'B' },
+        { "vcpu-budget", required_argument, NULL, 'V' },
+        { "disk-bps", required_argument, NULL, 'D' },
+        { "disk-iops", required_argument, NULL, 'I' },
         { "snapshots", required_argument, NULL, 'P' },
         { "tb-size", required_argument, NULL, 'Z' },
         { "pool", required_argument, NULL, 'p' },
@@ -210,6 +225,26 @@ static int parse_args(int argc, char **argv)
         case 'B':
             if (parse_u32(optarg, &arg_memory_budget_mib) < 0 || arg_memory_budget_mib == 0) {
                 return log_error_errno(-EINVAL, "invalid --memory-budget-mib '%s'", optarg);
+            }
+            break;
+        case 'V':
+            if (parse_u32(optarg, &arg_vcpu_budget) < 0 || arg_vcpu_budget == 0) {
+                return log_error_errno(-EINVAL, "invalid --vcpu-budget '%s'", optarg);
+            }
+            break;
+        case 'D':
+            /* QEMU's throttle wants a rate it can split into 1/10 s bursts. */
+            if (parse_u64(optarg, &arg_disk_bps) < 0 || (arg_disk_bps > 0 && arg_disk_bps < 4096) ||
+                arg_disk_bps > (1ull << 40)) {
+                return log_error_errno(-EINVAL, "invalid --disk-bps '%s' (0, or 4096..2^40)",
+                                       optarg);
+            }
+            break;
+        case 'I':
+            if (parse_u32(optarg, &arg_disk_iops) < 0 ||
+                (arg_disk_iops > 0 && arg_disk_iops < 10) || arg_disk_iops > 10000000) {
+                return log_error_errno(-EINVAL, "invalid --disk-iops '%s' (0, or 10..10000000)",
+                                       optarg);
             }
             break;
         case 'O':
@@ -349,6 +384,8 @@ int main(int argc, char **argv)
         .console_log_max = arg_console_log_max,
         .snapshots = arg_snapshots,
         .tb_size_mib = arg_tb_size,
+        .disk_bps = arg_disk_bps,
+        .disk_iops = arg_disk_iops,
     };
     struct manager_limits limits = { .workers = arg_max_workers, .queue = arg_max_queue };
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);
@@ -376,8 +413,12 @@ int main(int argc, char **argv)
     m->max_sandboxes = arg_max_sandboxes;
     m->vmm_overhead_mib = arg_vmm_overhead_mib;
     m->memory_budget_mib = arg_memory_budget_mib ? arg_memory_budget_mib : default_memory_budget();
-    log_info("memory budget: %llu MiB (guest RAM + %u MiB per VMM)",
-             (unsigned long long)m->memory_budget_mib, arg_vmm_overhead_mib);
+    m->vcpu_budget = arg_vcpu_budget ? arg_vcpu_budget : capacity_default_vcpu_budget();
+    log_info("memory budget: %llu MiB (guest RAM + %u MiB per VMM), vCPU budget %u (%s), disk "
+             "throttled to %llu B/s and %u IOPS per sandbox (0: unthrottled)",
+             (unsigned long long)m->memory_budget_mib, arg_vmm_overhead_mib, m->vcpu_budget,
+             arg_vcpu_budget ? "--vcpu-budget" : "host CPUs x the default overcommit",
+             (unsigned long long)arg_disk_bps, arg_disk_iops);
     m->share_dir = arg_share_dir;
     if (arg_pool > 0 && arg_snapshots) {
         r = pool_new(m, arg_pool, &m->warm);

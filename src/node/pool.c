@@ -19,6 +19,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "node/capacity.h"
 #include "node/snapshot.h"
 
 #define POOL_ENTRIES_MAX 16
@@ -233,7 +234,7 @@ struct vm *pool_take(struct pool *p, const char *template_name, unsigned vcpus, 
     return vm;
 }
 
-void pool_make_room(struct pool *p, uint64_t need_mib)
+void pool_make_room(struct pool *p, unsigned vcpus, unsigned memory_mib)
 {
     struct manager *m = p ? p->m : NULL;
 
@@ -242,9 +243,7 @@ void pool_make_room(struct pool *p, uint64_t need_mib)
     }
     for (size_t i = 0; i < p->n_entries; i++) {
         struct entry *e = &p->entries[i];
-        while (e->n > 0 && (m->n_vms >= m->max_sandboxes ||
-                            (m->memory_budget_mib &&
-                             manager_memory_committed_mib(m) + need_mib > m->memory_budget_mib))) {
+        while (e->n > 0 && !capacity_fits(m, vcpus, memory_mib, NULL, 0)) {
             /* Out of the table now, so the create that needs the room sees it free; its
              * VMM is destroyed on a worker right after. */
             manager_remove(m, e->members[e->n - 1].vm);
@@ -346,12 +345,11 @@ static struct entry *next_to_fill(struct pool *p)
     }
     for (size_t i = 0; i < p->n_entries; i++) {
         struct entry *e = &p->entries[i];
-        uint64_t need = (uint64_t)e->memory_mib + m->vmm_overhead_mib;
         if (e->n >= p->target || e->filling || now < e->retry_at) {
             continue;
         }
-        /* The pool never takes the node past its budget (pool_make_room() gives back). */
-        if (m->memory_budget_mib && manager_memory_committed_mib(m) + need > m->memory_budget_mib) {
+        /* The pool never takes the node past its budgets (pool_make_room() gives back). */
+        if (!capacity_fits(m, e->vcpus, e->memory_mib, NULL, 0)) {
             continue;
         }
         return e;

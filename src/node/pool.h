@@ -43,9 +43,10 @@ struct vm *pool_take(struct pool *p, const char *template_name, unsigned vcpus,
 int pool_bind(const struct vm_host *host, const struct vm *vm, struct vm_create_result *ret);
 /* Destroys a member that was taken but is not going to be bound (a create refused late). */
 void pool_discard(struct pool *p, struct vm *vm);
-/* Destroys idle members until one more instance of need_mib fits the memory budget and the
- * sandbox count: a create the pool does not serve must never be refused for it. */
-void pool_make_room(struct pool *p, uint64_t need_mib);
+/* Destroys idle members until one more instance of vcpus and memory_mib (guest RAM) fits
+ * the node's budgets (capacity.h): a create the pool does not serve must never be refused
+ * for it. */
+void pool_make_room(struct pool *p, unsigned vcpus, unsigned memory_mib);
 /* At a graceful stop: destroys every idle member (no sandbox is lost; a restart would only
  * destroy them). One the worker pool cannot take now is left to the next start. */
 void pool_shutdown(struct pool *p);

@@ -392,6 +392,28 @@ static int qemu_memory_object(const struct runtime_config *cfg, struct qemu_vm *
 }
 
 /*
+ * The root disk. No image locking: the clone is this VMM's alone, and the lock QEMU drops
+ * when a snapshot's migration completes could not be taken back on `cont`. The throttling
+ * is QEMU's block layer (leaky buckets whose burst defaults to a tenth of the rate): a
+ * guest's reads and writes wait in its own VMM, so a flood from one sandbox cannot take the
+ * host disk from the others (architecture.md "Runtimes"). Migration carries no block-layer
+ * state, so a snapshot made with other limits (or none) restores under these.
+ */
+static void drive_option(const struct runtime_config *cfg, char *buf, size_t n)
+{
+    int k = snprintf(buf, n,
+                     "id=root,file=/dev/fdset/1,format=raw,if=none,cache=unsafe,"
+                     "file.locking=off");
+    if (cfg->disk_bps > 0 && k > 0 && (size_t)k < n) {
+        k += snprintf(buf + k, n - (size_t)k, ",throttling.bps-total=%llu",
+                      (unsigned long long)cfg->disk_bps);
+    }
+    if (cfg->disk_iops > 0 && k > 0 && (size_t)k < n) {
+        (void)snprintf(buf + k, n - (size_t)k, ",throttling.iops-total=%u", cfg->disk_iops);
+    }
+}
+
+/*
  * The one place QEMU is started, for boot() and restore() alike (the jail
  * hooks in here). incoming_fd >= 0: QEMU waits, paused (-S), for a
  * migrate-incoming from that descriptor (restore()). Returns once QMP answers.
@@ -401,7 +423,7 @@ static int qemu_spawn(const struct runtime_config *cfg, int incoming_fd, struct 
     char machine[256], memory[32], smp[16], append[2048], pidtext[48], qmp_path[PATH_MAX],
         pidfile[PATH_MAX], console_path[PATH_MAX], logpath[PATH_MAX], chardev_qmp[64], netdev[128],
         netdevice[128], kernel[64], initrd[64], fd_disk_rw[PATH_MAX + 64],
-        fd_disk_ro[PATH_MAX + 64], fd_console[PATH_MAX + 64], accel[64], ram[256];
+        fd_disk_ro[PATH_MAX + 64], fd_console[PATH_MAX + 64], accel[64], ram[256], drive[256];
     struct qemu_fds f = { -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF };
     struct qemu_vm *vm = NULL;
     int netns_fd = -EBADF, log_fd = -EBADF, memory_fd = -EBADF;
@@ -474,6 +496,7 @@ static int qemu_spawn(const struct runtime_config *cfg, int incoming_fd, struct 
     snprintf(chardev_qmp, sizeof(chardev_qmp), "socket,id=qmp,fd=%d,server=on,wait=off", f.qmp);
     snprintf(netdev, sizeof(netdev), "tap,id=n0,fd=%d,vhost=off", f.tap);
     snprintf(netdevice, sizeof(netdevice), "virtio-net-device,netdev=n0,mac=%s", cfg->mac);
+    drive_option(cfg, drive, sizeof(drive));
 
     const char *argv[64];
     size_t n = 0;
@@ -520,10 +543,8 @@ static int qemu_spawn(const struct runtime_config *cfg, int incoming_fd, struct 
     ARG(kernel);
     ARG("-append");
     ARG(append);
-    /* No image locking: the clone is this VMM's alone, and the lock QEMU drops when a
-     * snapshot's migration completes could not be taken back on `cont`. */
     ARG("-drive");
-    ARG("id=root,file=/dev/fdset/1,format=raw,if=none,cache=unsafe,file.locking=off");
+    ARG(drive);
     ARG("-device");
     ARG("virtio-blk-device,drive=root");
     ARG("-netdev");

@@ -66,6 +66,10 @@ struct runtime_config {
     enum runtime_memory memory;
     int memory_fd;        /* PRIVATE only: the image to map (borrowed; QEMU reopens it) */
     unsigned tb_size_mib; /* TCG only; 0: RUNTIME_TB_SIZE_DEFAULT_MIB */
+    /* Block throttling of the disk (bytes/s and requests/s, reads plus writes; 0: none):
+     * one guest's I/O flood must not take the host disk from its neighbours. */
+    uint64_t disk_bps;
+    uint32_t disk_iops;
     /* attach() only: the VMM the instance record names (0: fall back to the runtime's
      * own pidfile, for a crash before the record had it). */
     pid_t pid;

@@ -179,6 +179,8 @@ int vm_runtime_config(const struct vm_host *host, const struct instance_record *
         .memory_mib = rec->memory_mib,
         .accel = host->accel,
         .tb_size_mib = host->tb_size_mib,
+        .disk_bps = host->disk_bps,
+        .disk_iops = host->disk_iops,
         .pid = rec->pid,
         .pid_start_time = rec->pid_start_time,
         .console_log_max = host->console_log_max,

@@ -36,6 +36,8 @@ struct vm_host {
     size_t console_log_max;   /* cap of each console.log (console.h) */
     bool snapshots;           /* create by restoring template snapshots (snapshot.h) */
     unsigned tb_size_mib;     /* TCG translation buffer per VM (runtime.h); 0: the default */
+    uint64_t disk_bps;        /* each VM's disk throttling (runtime.h); 0: none */
+    uint32_t disk_iops;
 };
 
 struct vm_timing {
