@@ -325,3 +325,15 @@ int store_secret_delete(struct store *s, const char *owner, const char *name);
 int store_secret_sweep(struct store *s, int64_t before_us, uint64_t *ret_deleted);
 void store_secret_release(struct store_secret *sec);
 void store_secret_list_free(struct store_secret *list, size_t n);
+
+/*
+ * A template's default egress policy (migration 10, docs/architecture.md "Credentials"): the
+ * stored text of a native policy (api/egress.h), copied into a sandbox created from that
+ * template without a policy of its own. One per (owner, template); put replaces it.
+ * get: -ENOENT when the template has none; *ret_network_json is the caller's to free.
+ */
+int store_template_network_put(struct store *s, const char *owner, const char *template_id,
+                               const char *network_json, int64_t updated_at);
+int store_template_network_get(struct store *s, const char *owner, const char *template_id,
+                               char **ret_network_json);
+int store_template_network_delete(struct store *s, const char *owner, const char *template_id);
