@@ -558,6 +558,28 @@ static int lifetime_on_success(struct manager *m, enum operation_kind kind,
  * one transaction. When the lease was lost (another controller took the
  * operation over), nothing is written: the other runner's outcome counts.
  */
+/*
+ * Whether a resumed or restored sandbox gets its policy again: the node brings back the one
+ * it held when the sandbox stopped, sealed values and all, and secrets_resend() passes over
+ * paused and suspended sandboxes (no sandbox.network starts from those states). A secret
+ * rotated (or deleted) meanwhile must apply from the first request after, so a sandbox whose
+ * rules name secrets is sent them as they are now, in the transaction that records it
+ * running (docs/architecture.md "Credentials").
+ */
+static bool resends_policy(enum operation_kind kind, const struct store_sandbox *sb)
+{
+    json_t *native;
+    bool inject;
+
+    if (kind != OPERATION_KIND_RESUME && kind != OPERATION_KIND_RESTORE) {
+        return false;
+    }
+    native = egress_native(sb->network_json);
+    inject = json_array_size(json_object_get(native, "inject")) > 0;
+    json_decref(native);
+    return inject;
+}
+
 static void op_finish(struct manager *m, const struct store_operation *done, int r,
                       const char *error, int status, json_t *timings)
 {
@@ -602,6 +624,10 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
     /* The commit that makes a snapshot restorable: after the node's own (disk-snapshot.h). */
     if (k >= 0 && kind == OPERATION_KIND_SNAPSHOT) {
         k = store_snapshot_finish(m->store, op->id, r >= 0, now);
+    }
+    if (k >= 0 && have_sb && r >= 0 && resends_policy(kind, &sb)) {
+        char net_op[33];
+        k = controller_add_operation(m, OPERATION_KIND_NETWORK, sb.id, net_op);
     }
     k = k < 0 ? (store_rollback(m->store), k) : store_commit(m->store);
     if (k == -ESTALE) {

@@ -18,6 +18,7 @@
 #include "api/snapshots.h"
 #include "api/routes.h"
 #include "api/sandbox.h"
+#include "api/template-network.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
@@ -228,6 +229,24 @@ static void reply_policy_error(struct evhttp_request *req, int r, const struct p
     }
 }
 
+/* Whether a create body sets any egress: allow_internet_access or network's egress keys
+ * (allowPublicTraffic and the other ingress keys are not egress). */
+static bool gives_egress(const json_t *body)
+{
+    static const char *const egress[] = { "allowOut", "denyOut", "rules", "egressProxy" };
+    const json_t *network = json_object_get(body, "network");
+
+    if (json_object_get(body, "allow_internet_access")) {
+        return true;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(egress); i++) {
+        if (json_object_get(network, egress[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Seals and stores the literal header values of network.rules as secrets of sandbox id. */
 static int create_literals(struct manager *m, const char *id, json_t *literals)
 {
@@ -267,8 +286,20 @@ void e2b_sandbox_create(struct request_ctx *c)
      * check_create_fields()' and are skipped here. */
     /* The id first: the literal header values of network.rules become secrets named
      * after the sandbox (secrets.h). */
+    const char *template_id = json_string_value(json_object_get(body, "templateID"));
+    if (!template_id || !template_name_is_valid(template_id)) {
+        http_util_reply_error(c->req, 400, "'templateID' must name a template");
+        goto out;
+    }
+    /* No egress of its own: the template's default, if it has one (template-network.h). */
+    r = gives_egress(body) ? 0 : template_network_default(c->m, template_id, &network);
+    if (r < 0) {
+        http_util_reply_error(c->req, 500, "cannot read the network policy of template '%s': %s",
+                              template_id, strerror(-r));
+        goto out;
+    }
     r = sandbox_id_new(id);
-    if (r >= 0) {
+    if (r >= 0 && !network) {
         r = egress_from_e2b(json_object_get(body, "network"),
                             json_object_get(body, "allow_internet_access"), false, id, literals,
                             &network, &perr);
@@ -283,11 +314,6 @@ void e2b_sandbox_create(struct request_ctx *c)
     r = egress_check_secrets(c->m, NULL, network, literals, &perr);
     if (r < 0) {
         reply_policy_error(c->req, r, &perr);
-        goto out;
-    }
-    const char *template_id = json_string_value(json_object_get(body, "templateID"));
-    if (!template_id || !template_name_is_valid(template_id)) {
-        http_util_reply_error(c->req, 400, "'templateID' must name a template");
         goto out;
     }
     t = json_object_get(body, "timeout");

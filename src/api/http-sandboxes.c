@@ -14,6 +14,7 @@
 #include "api/routes.h"
 #include "api/sandbox.h"
 #include "api/snapshots.h"
+#include "api/template-network.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "shared/event-util.h"
@@ -108,17 +109,6 @@ void http_sandbox_create(struct request_ctx *c)
         goto out;
     }
     p.auto_pause = json_is_true(ap);
-    /* Absent: deny everything (the native default), stored explicitly all the same. */
-    r = egress_from_native(json_object_get(body, "network"), &network, &perr);
-    if (r >= 0) {
-        r = egress_check_secrets(c->m, NULL, network, NULL, &perr); /* secrets.h */
-    }
-    if (r < 0) {
-        http_util_reply_error(c->req, routes_status_from_errno(r), "invalid 'network': %s",
-                              r == -ENOMEM ? strerror(ENOMEM) : perr.message);
-        goto out;
-    }
-    p.network_json = network;
     t = json_object_get(body, "template");
     if (t && (!json_is_string(t) || !template_name_is_valid(json_string_value(t)))) {
         http_util_reply_error(c->req, 400, "invalid 'template'");
@@ -127,6 +117,27 @@ void http_sandbox_create(struct request_ctx *c)
     if (t) {
         p.template_id = json_string_value(t);
     }
+    /* Absent: the template's default if it has one (template-network.h; a policy given
+     * here replaces it whole), else deny everything, stored explicitly all the same. */
+    r = json_object_get(body, "network") ? 0
+                                         : template_network_default(c->m, p.template_id, &network);
+    if (r < 0) {
+        http_util_reply_error(c->req, 500, "cannot read the network policy of template '%s': %s",
+                              p.template_id, strerror(-r));
+        goto out;
+    }
+    if (!network) {
+        r = egress_from_native(json_object_get(body, "network"), &network, &perr);
+        if (r >= 0) {
+            r = egress_check_secrets(c->m, NULL, network, NULL, &perr); /* secrets.h */
+        }
+    }
+    if (r < 0) {
+        http_util_reply_error(c->req, routes_status_from_errno(r), "invalid 'network': %s",
+                              r == -ENOMEM ? strerror(ENOMEM) : perr.message);
+        goto out;
+    }
+    p.network_json = network;
     if (body_int(c, body, "vcpus", 1, 16, &p.vcpus) < 0 ||
         body_int(c, body, "memory_mb", 128, 65536, &p.memory_mb) < 0 ||
         body_int(c, body, "disk_mb", 512, 1 << 20, &p.disk_mb) < 0 ||

@@ -15,6 +15,7 @@
 #include "api/auth.h"
 #include "api/secrets.h"
 #include "api/snapshots.h"
+#include "api/template-network.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "shared/http-util.h"
@@ -69,6 +70,12 @@ static const struct route {
     { EVHTTP_REQ_GET, "/v1/pools", http_pools_list, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_GET, "/v1/capacity", http_capacity, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_POST, "/v1/templates/{id}/build", http_template_build, AUTH_KEY, ID_TEMPLATE },
+    { EVHTTP_REQ_PUT, "/v1/templates/{id}/network", http_template_network_put, AUTH_KEY,
+      ID_TEMPLATE },
+    { EVHTTP_REQ_GET, "/v1/templates/{id}/network", http_template_network_get, AUTH_KEY,
+      ID_TEMPLATE },
+    { EVHTTP_REQ_DELETE, "/v1/templates/{id}/network", http_template_network_delete, AUTH_KEY,
+      ID_TEMPLATE },
     { EVHTTP_REQ_GET, "/v1/info", http_info, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_POST, "/v1/keys", http_keys_create, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_GET, "/v1/keys", http_keys_list, AUTH_KEY, ID_NONE },

@@ -2510,3 +2510,75 @@ int store_snapshot_delete(struct store *s, const char *id)
     }
     return change_one(s, sql_snapshot_delete, true, p, ARRAY_SIZE(p), -ENOENT);
 }
+
+/* ---- per-template default egress policy (migration 10; see store.h) ---- */
+
+static const char sql_template_network_put[] =
+    "INSERT INTO template_network (owner, template, network, updated_at) VALUES ($1, $2, $3, $4) "
+    "ON CONFLICT (owner, template) DO UPDATE SET network = excluded.network, "
+    "updated_at = excluded.updated_at";
+static const char sql_template_network_get[] =
+    "SELECT network FROM template_network WHERE owner = $1 AND template = $2";
+static const char sql_template_network_delete[] =
+    "DELETE FROM template_network WHERE owner = $1 AND template = $2";
+
+/* A row callback for one text column (userdata: char **, which must start NULL). */
+static int text_row(const struct store_value *cols, size_t n_cols, void *userdata)
+{
+    char **ret = userdata;
+
+    if (n_cols != 1 || cols[0].is_null || *ret) {
+        return -EIO;
+    }
+    *ret = strdup(cols[0].text);
+    return *ret ? 0 : -ENOMEM;
+}
+
+int store_template_network_put(struct store *s, const char *owner, const char *template_id,
+                               const char *network_json, int64_t updated_at)
+{
+    int r;
+
+    if (!s || !text_ok(owner, true) || !text_ok(template_id, true) || !network_json) {
+        return -EINVAL;
+    }
+    r = json_check(network_json, JSON_SHAPE_OBJECT);
+    if (r < 0) {
+        return r;
+    }
+    const struct store_param p[] = { STORE_PARAM_TEXT(owner), STORE_PARAM_TEXT(template_id),
+                                     STORE_PARAM_TEXT(network_json), STORE_PARAM_INT(updated_at) };
+    return run(s, sql_template_network_put, true, p, ARRAY_SIZE(p), NULL, NULL, NULL);
+}
+
+int store_template_network_get(struct store *s, const char *owner, const char *template_id,
+                               char **ret_network_json)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(owner), STORE_PARAM_TEXT(template_id) };
+    char *text = NULL;
+    int r;
+
+    if (!s || !ret_network_json || !text_ok(owner, true) || !text_ok(template_id, true)) {
+        return -EINVAL;
+    }
+    r = run(s, sql_template_network_get, true, p, ARRAY_SIZE(p), text_row, &text, NULL);
+    if (r < 0) {
+        free(text);
+        return r;
+    }
+    if (!text) {
+        return -ENOENT;
+    }
+    *ret_network_json = text;
+    return 0;
+}
+
+int store_template_network_delete(struct store *s, const char *owner, const char *template_id)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(owner), STORE_PARAM_TEXT(template_id) };
+
+    if (!s || !text_ok(owner, true) || !text_ok(template_id, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_template_network_delete, true, p, ARRAY_SIZE(p), -ENOENT);
+}

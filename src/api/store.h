@@ -378,3 +378,15 @@ int store_snapshot_set_state(struct store *s, const char *id, const char *state,
 int store_snapshot_delete(struct store *s, const char *id);
 void store_snapshot_release(struct store_snapshot *snap);
 void store_snapshot_list_free(struct store_snapshot *list, size_t n);
+
+/*
+ * A template's default egress policy (migration 10, docs/architecture.md "Credentials"): the
+ * stored text of a native policy (api/egress.h), copied into a sandbox created from that
+ * template without a policy of its own. One per (owner, template); put replaces it.
+ * get: -ENOENT when the template has none; *ret_network_json is the caller's to free.
+ */
+int store_template_network_put(struct store *s, const char *owner, const char *template_id,
+                               const char *network_json, int64_t updated_at);
+int store_template_network_get(struct store *s, const char *owner, const char *template_id,
+                               char **ret_network_json);
+int store_template_network_delete(struct store *s, const char *owner, const char *template_id);

@@ -46,6 +46,21 @@ int cli_policy_option(int c, const char *arg, json_t **policy)
                                      json_string(arg)) < 0
                    ? -ENOMEM
                    : 0;
+    case CLI_OPT_INJECT: {
+        /* One inject rule as JSON (openapi.yaml InjectRule); the api checks its fields. */
+        json_t *rule = json_loads(arg, JSON_REJECT_DUPLICATES, NULL), *inject;
+
+        if (!json_is_object(rule)) {
+            json_decref(rule);
+            fprintf(stderr, "space: --inject takes one rule as a JSON object\n");
+            return -EINVAL;
+        }
+        inject = json_object_get(p, "inject");
+        if (!inject) {
+            json_object_set_new(p, "inject", inject = json_array());
+        }
+        return json_array_append_new(inject, rule) < 0 ? -ENOMEM : 0;
+    }
     default:
         return -EINVAL;
     }

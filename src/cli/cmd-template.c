@@ -1,4 +1,11 @@
-/* space template build [NAME] | ls — recipes live in <share>/templates/<name>. */
+/*
+ * space template build [NAME] | ls — recipes live in <share>/templates/<name>.
+ * space template network set NAME [--internet] [--allow E]... [--deny E]... [--inject RULE]...
+ * space template network get|rm NAME — the template's default egress policy
+ * (PUT/GET/DELETE /v1/templates/{name}/network): a sandbox created from it without a
+ * policy of its own gets this one. set replaces it whole (no flag: deny everything).
+ */
+#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,10 +67,84 @@ int template_build(const char *name)
     return 0;
 }
 
+static const char network_usage[] =
+    "usage: space template network set NAME [--internet] [--allow ENTRY]... [--deny ENTRY]...\n"
+    "                                       [--inject RULE_JSON]...\n"
+    "       space template network get|rm NAME\n";
+
+static void print_json(json_t *j)
+{
+    char *text = json_dumps(j, JSON_INDENT(2));
+    if (text) {
+        puts(text);
+        free(text);
+    }
+}
+
+int cmd_template_network(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "internet", no_argument, NULL, CLI_OPT_INTERNET },
+        { "allow", required_argument, NULL, CLI_OPT_ALLOW },
+        { "deny", required_argument, NULL, CLI_OPT_DENY },
+        { "inject", required_argument, NULL, CLI_OPT_INJECT },
+        { "help", no_argument, NULL, 'h' },
+        {},
+    };
+    json_t *policy = NULL, *res = NULL;
+    const char *verb = argc >= 2 ? argv[1] : "";
+    char path[128];
+    int c, r = 1;
+
+    if (argc < 2 || cli_help_arg(argv[1], true)) {
+        return cli_usage(argc >= 2, network_usage);
+    }
+    if (strcmp(verb, "set") != 0 && strcmp(verb, "get") != 0 && strcmp(verb, "rm") != 0) {
+        return cli_usage(false, network_usage);
+    }
+    optind = 2;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+        if (c == 'h' || strcmp(verb, "set") != 0 || cli_policy_option(c, optarg, &policy) < 0) {
+            r = cli_usage(c == 'h', network_usage);
+            goto out;
+        }
+    }
+    if (argc - optind != 1 || !template_name_is_valid(argv[optind])) {
+        if (argc - optind == 1) {
+            fprintf(stderr, "space: invalid template name '%s'\n", argv[optind]);
+            r = 2;
+        } else {
+            r = cli_usage(false, network_usage);
+        }
+        goto out;
+    }
+    snprintf(path, sizeof(path), "/v1/templates/%s/network", argv[optind]);
+    if (strcmp(verb, "rm") == 0) {
+        r = client_call_ok("DELETE", path, NULL, NULL) < 0 ? 1 : 0;
+        goto out;
+    }
+    if (strcmp(verb, "set") == 0 && !policy &&
+        !(policy = json_pack("{s:b, s:[], s:[]}", "internet", 0, "allow", "deny"))) {
+        goto out;
+    }
+    if (client_call_ok(policy ? "PUT" : "GET", path, policy, &res) < 0) {
+        goto out;
+    }
+    print_json(json_object_get(res, "network"));
+    r = 0;
+out:
+    json_decref(policy);
+    json_decref(res);
+    return r;
+}
+
 int cmd_template(int argc, char **argv)
 {
-    static const char usage[] = "usage: space template build [NAME] | ls\n";
+    static const char usage[] = "usage: space template build [NAME] | ls | network ...\n";
 
+    if (argc >= 2 && strcmp(argv[1], "network") == 0) {
+        return cmd_template_network(argc - 1, argv + 1);
+    }
     if (argc >= 3 && cli_help_arg(argv[2], false)) {
         return cli_usage(true, usage);
     }

@@ -24,8 +24,10 @@ int cmd_sandbox_network(int argc, char **argv);
  * values: adds one to *policy (a native policy object, made on first use). -EINVAL for any
  * other option.
  */
-enum { CLI_OPT_INTERNET = 0x100, CLI_OPT_ALLOW, CLI_OPT_DENY };
+enum { CLI_OPT_INTERNET = 0x100, CLI_OPT_ALLOW, CLI_OPT_DENY, CLI_OPT_INJECT };
 int cli_policy_option(int c, const char *arg, json_t **policy);
+/* space template network set|get|rm NAME (cmd-template.c). */
+int cmd_template_network(int argc, char **argv);
 
 /* Shared by up and template: builds (or confirms cached) template `name`. */
 int template_build(const char *name);

@@ -18,7 +18,7 @@ static const struct {
     { "up", cmd_up, "start the single-host platform (--detach to background it)" },
     { "down", cmd_down, "stop the platform started with 'space up --detach'" },
     { "sandbox", cmd_sandbox, "create|ls|get|exec|kill|pause|resume|suspend|restore sandboxes" },
-    { "template", cmd_template, "build|ls templates" },
+    { "template", cmd_template, "build|ls templates, network: their default egress policy" },
     { "pool", cmd_pool, "ls the warm pools (restored sandboxes ready for a create)" },
     { "capacity", cmd_capacity, "memory, vCPUs, sandboxes and disk: budgets, committed, free" },
     { "keys", cmd_keys, "create|ls|rm API keys" },
