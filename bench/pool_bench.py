@@ -102,6 +102,9 @@ def main():
         show("platform (outside guest)", res[name][2])
         show("node: vmm", [t["vmm"] for t in node_times[name]])
         show("node: boot (pool: /init)", [t["boot"] for t in node_times[name]])
+        if name == "warm pool":
+            show("node: /init round trip", [t["init"] for t in node_times[name]])
+            show("node: record write", [t["record"] for t in node_times[name]])
     c, r, p = (statistics.median(res[name][0]) for name, _, _ in sources)
     print(f"ratio at p50: cold/pool {c / p:.1f}x, restore/pool {r / p:.1f}x")
 

@@ -117,7 +117,7 @@ static void write_e2b_files(struct agent *a)
         }
         r = strbuf_appendf(&path, "%s/.%s", a->e2b_dir, k);
         if (r >= 0) {
-            r = write_file_atomic(path.buf, json_string_value(v), json_string_length(v));
+            r = write_file_atomic_nosync(path.buf, json_string_value(v), json_string_length(v));
         }
         if (r >= 0) {
             (void)chmod(path.buf, 0644);
@@ -144,7 +144,8 @@ static int set_string(char **field, const char *value)
  * What /init set must survive a restart of the server by PID 1: otherwise a
  * crashed server would come back without its access token (open to anyone
  * who reaches the port) and running as root by default. It lives on /run
- * (tmpfs, root-only), so it lasts exactly as long as this boot.
+ * (tmpfs, root-only), so it lasts exactly as long as this boot, and an fsync
+ * there would buy nothing (write_file_atomic_nosync(), as for /run/e2b).
  */
 #define STATE_DIR "/run/space-agent"
 #define STATE_FILE STATE_DIR "/init-state.json"
@@ -166,7 +167,7 @@ static void state_save(struct agent *a)
         return;
     }
     (void)mkdir(STATE_DIR, 0700);
-    int r = write_file_atomic(STATE_FILE, text, strlen(text));
+    int r = write_file_atomic_nosync(STATE_FILE, text, strlen(text));
     if (r < 0) {
         log_warning_errno(r, "cannot save /init state to '%s', ignoring: %m", STATE_FILE);
     }

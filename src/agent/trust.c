@@ -149,9 +149,11 @@ static int append_clean(struct strbuf *sb, const char *pem, size_t len)
     return r < 0 ? r : strbuf_appends(sb, "\n");
 }
 
+/* Not fsync'd, like identity_apply()'s files: the node's pause, suspend and snapshot paths
+ * keep the guest's page cache or sync it, and this runs on every create's /init. */
 static int write_public(const char *path, const char *data, size_t len)
 {
-    int r = write_file_atomic(path, data, len);
+    int r = write_file_atomic_nosync(path, data, len);
 
     if (r < 0) {
         return r;

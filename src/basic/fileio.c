@@ -1,6 +1,8 @@
 /*
  * File helpers. write_file_atomic() is how every piece of durable state is
  * written: a crash leaves either the old or the new content, never a mix.
+ * write_file_atomic_nosync() is the same replace without the two fsyncs, for
+ * files whose durability something else provides (see fileio.h).
  */
 #include "basic/fileio.h"
 
@@ -9,6 +11,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +60,13 @@ out:
     return r;
 }
 
-int write_file_atomic(const char *path, const void *data, size_t len)
+/*
+ * Temp file, rename over path. durable: fsync of the file before the rename and of the
+ * directory after it, so that the new content is on the disk when we return. Without it
+ * the rename is still atomic for readers, and ext4 (auto_da_alloc) writes a file replaced
+ * by rename out before the rename commits, so a crash leaves the old or the new content.
+ */
+static int write_file_replace(const char *path, const void *data, size_t len, bool durable)
 {
     char tmp[PATH_MAX], dir[PATH_MAX];
     int fd = -EBADF, dfd = -EBADF;
@@ -75,17 +84,21 @@ int write_file_atomic(const char *path, const void *data, size_t len)
     if (r < 0) {
         goto fail;
     }
-    r = NERRNO(fsync(fd));
-    if (r < 0) {
-        goto fail;
+    if (durable) {
+        r = NERRNO(fsync(fd));
+        if (r < 0) {
+            goto fail;
+        }
     }
     r = NERRNO(rename(tmp, path));
     if (r < 0) {
         goto fail;
     }
-    dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
+    if (durable) {
+        dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+        }
     }
     close_safe(dfd);
     close_safe(fd);
@@ -94,6 +107,16 @@ fail:
     close_safe(fd);
     unlink(tmp);
     return r;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len)
+{
+    return write_file_replace(path, data, len, true);
+}
+
+int write_file_atomic_nosync(const char *path, const void *data, size_t len)
+{
+    return write_file_replace(path, data, len, false);
 }
 
 int mkdir_p(const char *path, unsigned mode)

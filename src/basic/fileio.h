@@ -8,6 +8,13 @@
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
 /* Atomically replaces path with data; durable when the call returns 0. */
 int write_file_atomic(const char *path, const void *data, size_t len);
+/*
+ * The same replace (readers see the old or the new content, never a mix), but not durable:
+ * the data reaches the disk with the kernel's writeback or the next sync/syncfs. For files
+ * on tmpfs, and for what the guest's /init writes on a create's path, where every path that
+ * persists a sandbox either keeps its RAM (page cache included) or syncs first.
+ */
+int write_file_atomic_nosync(const char *path, const void *data, size_t len);
 /* fsync of the file (or, with O_DIRECTORY, the directory) at path: 0 or -errno. */
 int fsync_path(const char *path, int flags);
 /* mkdir -p with mode for each missing component. */

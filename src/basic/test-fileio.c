@@ -87,11 +87,35 @@ static void test_fileio_nonzero_pages(void **state)
     close(fd);
 }
 
+/* The replace without fsync: same content, no temp file left, an existing file replaced. */
+static void test_fileio_atomic_nosync(void **state)
+{
+    char dir[] = "/tmp/test-fileio-XXXXXX";
+    char path[128], tmp[160];
+    char *data = NULL;
+    size_t len;
+
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/hostname", dir);
+    assert_int_equal(write_file_atomic_nosync(path, "old\n", 4), 0);
+    assert_int_equal(write_file_atomic_nosync(path, "sandbox\n", 8), 0);
+    assert_int_equal(read_file(path, 1024, &data, &len), 0);
+    assert_int_equal(len, 8);
+    assert_string_equal(data, "sandbox\n");
+    free(data);
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    assert_int_equal(access(tmp, F_OK), -1);
+    snprintf(path, sizeof(path), "%s/missing/file", dir);
+    assert_int_equal(write_file_atomic_nosync(path, "x", 1), -ENOENT);
+    assert_int_equal(rm_rf(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fileio_atomic_roundtrip),
         cmocka_unit_test(test_fileio_nonzero_pages),
+        cmocka_unit_test(test_fileio_atomic_nosync),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,7 +86,10 @@ static json_t *vm_to_json(const struct vm *vm)
         "vmm", vm->timing.vmm / 1000.0, "boot", vm->timing.boot / 1000.0, "total",
         vm->timing.total / 1000.0, "mode", vm->timing.restored ? "restore" : "boot");
     if (j && vm->timing.pooled) {
-        json_object_set_new(json_object_get(j, "timings_ms"), "mode", json_string("pool"));
+        json_t *t = json_object_get(j, "timings_ms");
+        json_object_set_new(t, "mode", json_string("pool"));
+        json_object_set_new(t, "init", json_real(vm->timing.init / 1000.0));
+        json_object_set_new(t, "record", json_real(vm->timing.record / 1000.0));
     }
     if (j && vm->rt) {
         json_object_set_new(j, "pid", json_integer(runtime_pid(vm->rt)));
