@@ -86,10 +86,14 @@
 #define GW_LIBEVENT_READ 4096u /* the most libevent 2.1 reads into a socket bufferevent at once */
 #define GW_SPLICE_MIN (64u * 1024)   /* a plain response body left this long is spliced */
 #define GW_SPLICE_PIPE (256u * 1024) /* asked for its pipe (the default 64 KiB if refused) */
+#define GW_TLS_BATCH                                                                               \
+    (256u * 1024) /* a terminated TLS body: decrypted per batch (tls_body_pump()) */
+#define GW_TLS_READ_BUF (64u * 1024) /* the upstream SSL's read-ahead buffer meanwhile */
+#define GW_TLS_ROUNDS 4 /* batches per wakeup, so one download cannot starve the loop */
 
 enum phase { PH_SNIFF, PH_DIAL_TCP, PH_TCP, PH_HTTP, PH_CLOSED };
 enum up_mode { UP_HEAD, UP_DIAL, UP_BODY, UP_NEXT, UP_DISCARD, UP_RAW };
-enum down_mode { DOWN_NONE, DOWN_HEAD, DOWN_BODY, DOWN_SPLICE, DOWN_RAW };
+enum down_mode { DOWN_NONE, DOWN_HEAD, DOWN_BODY, DOWN_SPLICE, DOWN_TLSBODY, DOWN_RAW };
 
 struct gw_conn {
     struct gateway *g;
@@ -133,6 +137,11 @@ struct gw_conn {
     int sp_pipe[2];
     size_t sp_in_pipe, sp_cap;
     bool sp_rd_on, sp_wr_on;
+    /* DOWN_TLSBODY: the same over terminated TLS, SSL_read()/SSL_write() on both legs' SSLs
+     * through one batch buffer (tls_body_pump()); tb_off..tb_len is still to be written */
+    uint8_t *tb_buf;
+    size_t tb_len, tb_off;
+    bool tb_rd_blocked;
     unsigned requests;
     /* the exchange being audited */
     char host[POLICY_NAME_MAX + 1];
@@ -259,6 +268,7 @@ static void conn_free(struct gw_conn *c)
     close_safe(c->fd);
     close_safe(c->up_fd);
     strbuf_release(&c->fwd);
+    free(c->tb_buf);
     free(c->secret);
     free(c);
 }
@@ -640,7 +650,7 @@ static void client_write_cb(struct bufferevent *bev, void *userdata)
         client_flush_close_cb(bev, c);
         return;
     }
-    if (c->down == DOWN_SPLICE) {
+    if (c->down == DOWN_SPLICE || c->down == DOWN_TLSBODY) {
         if (!c->sp_rd && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
             splice_start(c); /* what was buffered went first */
         }
@@ -844,11 +854,17 @@ static void splice_cb(evutil_socket_t fd, short what, void *userdata)
     splice_pump(userdata);
 }
 
+static void tls_body_start(struct gw_conn *c);
+
 static void splice_start(struct gw_conn *c)
 {
     struct event_base *base = c->g->sb->gw->base;
     int cap;
 
+    if (c->down == DOWN_TLSBODY) {
+        tls_body_start(c);
+        return;
+    }
     if (pipe2(c->sp_pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
         c->sp_pipe[0] = c->sp_pipe[1] = -EBADF;
         conn_close(c, "no pipe for the body");
@@ -870,10 +886,158 @@ static void splice_start(struct gw_conn *c)
     splice_pump(c);
 }
 
-/* DOWN_BODY -> DOWN_SPLICE: both bufferevents stand still while the body is spliced. */
+/*
+ * The rest of a long Content-Length body over terminated TLS: the bytes
+ * must be decrypted and encrypted again, but not one record per wakeup
+ * through two bufferevents and their evbuffers. The upstream SSL reads
+ * ahead (one read() takes many records) and is drained with SSL_read()
+ * into one buffer of GW_TLS_BATCH, never past resp_body.remaining, so
+ * the framing stays exact: what the upstream sends after the body stays
+ * in its SSL (the connection is then not kept) and the next request is
+ * read and checked only after this response, as when splicing. The
+ * buffer is written to the guest's SSL whole before more is read
+ * (backpressure: at most one batch in our memory each way, the sockets'
+ * own buffers beyond it). Both bufferevents stand still meanwhile: their
+ * evbuffers are empty when this starts (the guest's output flushed, the
+ * upstream input consumed) and the SSLs are theirs again after it.
+ */
+static void tls_body_end(struct gw_conn *c)
+{
+    SSL *up = bufferevent_openssl_get_ssl(c->upstream);
+
+    sp_set(c->sp_rd, &c->sp_rd_on, false);
+    sp_set(c->sp_wr, &c->sp_wr_on, false);
+    event_free(c->sp_rd);
+    event_free(c->sp_wr);
+    c->sp_rd = c->sp_wr = NULL;
+    free(c->tb_buf); /* an idle kept-alive connection holds no batch buffer */
+    c->tb_buf = NULL;
+    c->tb_len = c->tb_off = 0;
+    /* libevent 2.1's bufferevent_openssl would not see records read ahead (only SSL_pending()),
+     * so read-ahead goes off again, and an upstream with anything left after the body is not
+     * reused (as when an early byte arrives on a kept connection). */
+    SSL_set_read_ahead(up, 0);
+    SSL_set_default_read_buffer_len(up, 0);
+    if (SSL_has_pending(up)) {
+        c->up_reusable = false;
+    }
+    c->resp_body.done = true;
+    c->down = DOWN_BODY;
+    bufferevent_setwatermark(c->client, EV_WRITE, GW_HIGH_WATER / 2, 0);
+    bufferevent_enable(c->client, EV_WRITE);
+    response_done(c);
+}
+
+/* Returns 1 if the operation would block, <0 if the connection ended (closed here). */
+static int tls_body_err(struct gw_conn *c, SSL *ssl, int r, bool upstream)
+{
+    int e = SSL_get_error(ssl, r);
+
+    if (e == SSL_ERROR_WANT_READ && upstream) {
+        return 1;
+    }
+    if (e == SSL_ERROR_WANT_WRITE && !upstream) {
+        return 1;
+    }
+    /* A renegotiation (refused) or key update needing the other direction, an alert, EOF. */
+    ERR_clear_error();
+    conn_close(c, upstream ? "upstream closed mid-response" : "client error");
+    return -1;
+}
+
+static void tls_body_pump(struct gw_conn *c)
+{
+    SSL *up = bufferevent_openssl_get_ssl(c->upstream);
+    SSL *down = bufferevent_openssl_get_ssl(c->client);
+    int r;
+
+    for (unsigned round = 0; round < GW_TLS_ROUNDS; round++) {
+        bool progress = false;
+        while (c->tb_off < c->tb_len) {
+            /* After WANT_WRITE the same bytes are offered again (same buffer, same length). */
+            r = SSL_write(down, c->tb_buf + c->tb_off, (int)(c->tb_len - c->tb_off));
+            if (r <= 0) {
+                if (tls_body_err(c, down, r, false) < 0) {
+                    return;
+                }
+                break;
+            }
+            c->tb_off += (size_t)r;
+            c->ex_in += (uint64_t)r;
+            progress = true;
+        }
+        if (c->tb_off == c->tb_len) {
+            c->tb_off = c->tb_len = 0;
+            c->tb_rd_blocked = false;
+            while (c->tb_len < GW_TLS_BATCH && c->resp_body.remaining > 0) {
+                size_t want =
+                    (size_t)MIN(c->resp_body.remaining, (uint64_t)(GW_TLS_BATCH - c->tb_len));
+                r = SSL_read(up, c->tb_buf + c->tb_len, (int)want);
+                if (r <= 0) {
+                    if (tls_body_err(c, up, r, true) < 0) {
+                        return;
+                    }
+                    c->tb_rd_blocked = true;
+                    break;
+                }
+                c->tb_len += (size_t)r;
+                c->resp_body.remaining -= (uint64_t)r;
+                progress = true;
+            }
+        }
+        if (c->tb_len == 0 && c->resp_body.remaining == 0) {
+            tls_body_end(c);
+            return;
+        }
+        if (!progress) {
+            break;
+        }
+        touch(c);
+    }
+    bool want_rd = c->tb_len == 0 && c->resp_body.remaining > 0;
+    sp_set(c->sp_rd, &c->sp_rd_on, want_rd);
+    sp_set(c->sp_wr, &c->sp_wr_on, c->tb_off < c->tb_len);
+    if (want_rd && !c->tb_rd_blocked) {
+        /* Stopped by the round bound, maybe with records already read ahead inside the SSL:
+         * the socket may never become readable for them, so the next round is queued. */
+        event_active(c->sp_rd, EV_READ, 1);
+    }
+}
+
+static void tls_body_cb(evutil_socket_t fd, short what, void *userdata)
+{
+    tls_body_pump(userdata);
+}
+
+static void tls_body_start(struct gw_conn *c)
+{
+    struct event_base *base = c->g->sb->gw->base;
+    SSL *up = bufferevent_openssl_get_ssl(c->upstream);
+
+    c->tb_buf = malloc(GW_TLS_BATCH);
+    c->tb_len = c->tb_off = 0;
+    c->tb_rd_blocked = false;
+    c->sp_rd =
+        event_new(base, bufferevent_getfd(c->upstream), EV_READ | EV_PERSIST, tls_body_cb, c);
+    c->sp_wr = event_new(base, bufferevent_getfd(c->client), EV_WRITE | EV_PERSIST, tls_body_cb, c);
+    c->sp_rd_on = c->sp_wr_on = false;
+    if (!c->tb_buf || !c->sp_rd || !c->sp_wr || !up || !bufferevent_openssl_get_ssl(c->client)) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    bufferevent_disable(c->client, EV_WRITE);
+    bufferevent_disable(c->upstream, EV_WRITE);
+    SSL_set_read_ahead(up, 1);
+    /* Room for several records per read() (the buffer is allocated at the next read). */
+    SSL_set_default_read_buffer_len(up, GW_TLS_READ_BUF);
+    tls_body_pump(c);
+}
+
+/* DOWN_BODY -> DOWN_SPLICE (DOWN_TLSBODY over terminated TLS): both bufferevents stand still
+ * while the body is spliced (or moved in batches). */
 static void splice_body(struct gw_conn *c)
 {
-    c->down = DOWN_SPLICE;
+    c->down = c->tls ? DOWN_TLSBODY : DOWN_SPLICE;
     bufferevent_disable(c->upstream, EV_READ);
     bufferevent_disable(c->client, EV_READ);
     if (evbuffer_get_length(bufferevent_get_output(c->client)) > 0) {
@@ -991,9 +1155,8 @@ static void down_pump(struct gw_conn *c)
             response_done(c);
             return;
         }
-        if (!c->tls && c->resp_body.kind == HTTP1_BODY_LENGTH &&
-            c->resp_body.remaining >= GW_SPLICE_MIN && evbuffer_get_length(in) == 0 &&
-            (c->up == UP_NEXT || c->up == UP_DISCARD)) {
+        if (c->resp_body.kind == HTTP1_BODY_LENGTH && c->resp_body.remaining >= GW_SPLICE_MIN &&
+            evbuffer_get_length(in) == 0 && (c->up == UP_NEXT || c->up == UP_DISCARD)) {
             splice_body(c);
             return;
         }

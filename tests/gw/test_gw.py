@@ -465,6 +465,27 @@ def test_tls_host_must_equal_sni(env):
     assert "/no" not in world.read(world.http_log)
 
 
+def test_tls_large_body_keeps_framing(env):
+    # A long body over terminated TLS moves in batches (DOWN_TLSBODY): exactly its length, and
+    # the next requests on the kept-alive connection are still read and Host-checked.
+    world, gw, ctl = env
+    assert dns_query(world, "allowed.test")[0] == 0
+    s = tls_connect(world, "198.18.1.10", "allowed.test", world.egress_ca)
+    s.settimeout(60)
+    for _ in range(2):
+        s.sendall(b"GET /big HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+        status, body = read_response(s)
+        assert status == 200 and body == b"x" * (4 << 20), (status, len(body))
+    s.sendall(b"GET /after-big HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    status, body = read_response(s)
+    assert status == 200 and body == b"host=allowed.test path=/after-big\n", body
+    s.sendall(b"GET /big-no HTTP/1.1\r\nHost: forbidden.test\r\n\r\n")
+    status, body = read_response(s)
+    assert status == 403 and b"host-mismatch" in body, body
+    s.close()
+    assert "/big-no" not in world.read(world.http_log)
+
+
 def test_tls_forbidden_or_missing_sni_denied(env):
     import ssl
     world, gw, ctl = env
