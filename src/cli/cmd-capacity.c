@@ -68,8 +68,8 @@ int cmd_capacity(int argc, char **argv)
         json_array_foreach (json_object_get(res, "nodes"), i, n) {
             print_node(n);
         }
-        printf("api: %lld of %lld sandboxes\n",
-               num(res, "api", "sandboxes"), num(res, "api", "max_sandboxes"));
+        printf("api: %lld of %lld sandboxes\n", num(res, "api", "sandboxes"),
+               num(res, "api", "max_sandboxes"));
     }
     json_decref(res);
     return 0;

@@ -91,8 +91,7 @@ json_t *capacity_to_json(const struct manager *m)
                          (json_int_t)((uint64_t)st.f_bavail * st.f_frsize), "total_bytes",
                          (json_int_t)((uint64_t)st.f_blocks * st.f_frsize));
     } else {
-        disk = json_pack("{s:s, s:n, s:n}", "path", m->host.data_dir, "free_bytes",
-                         "total_bytes");
+        disk = json_pack("{s:s, s:n, s:n}", "path", m->host.data_dir, "free_bytes", "total_bytes");
     }
     uint64_t mem_used = c.memory_sandboxes_mib + c.memory_pool_mib;
     uint64_t vcpus_used = (uint64_t)c.vcpus_sandboxes + c.vcpus_pool;
@@ -102,8 +101,8 @@ json_t *capacity_to_json(const struct manager *m)
         (json_int_t)c.memory_sandboxes_mib, "pool", (json_int_t)c.memory_pool_mib, "free",
         (json_int_t)sub0(c.memory_budget_mib, mem_used), "vcpus", "budget",
         (json_int_t)c.vcpu_budget, "sandboxes", (json_int_t)c.vcpus_sandboxes, "pool",
-        (json_int_t)c.vcpus_pool, "free", (json_int_t)sub0(c.vcpu_budget, vcpus_used),
-        "sandboxes", "count", (json_int_t)c.sandboxes, "pool_members", (json_int_t)c.pool_members,
-        "max", (json_int_t)c.max_instances, "disk", disk ? disk : json_null(), "vmm_overhead_mib",
+        (json_int_t)c.vcpus_pool, "free", (json_int_t)sub0(c.vcpu_budget, vcpus_used), "sandboxes",
+        "count", (json_int_t)c.sandboxes, "pool_members", (json_int_t)c.pool_members, "max",
+        (json_int_t)c.max_instances, "disk", disk ? disk : json_null(), "vmm_overhead_mib",
         (json_int_t)m->vmm_overhead_mib);
 }
