@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from lib.platform import STORES, Platform, e2b
+from lib.platform import STORES, Platform, e2b, store_platform
 
 MAX_VALUE = 16384
 
@@ -61,6 +61,12 @@ class Keypair:
         return AESGCM(okm[:32]).decrypt(nonce, ct, aad.encode())
 
 
+def with_secrets_key(p):
+    """store_platform's setup: the api seals secrets to a keypair this test holds (p.keys)."""
+    p.keys = Keypair(p.data)
+    p.api_args += ["--secrets-key", p.keys.pub_path]
+
+
 def start_platform(name, store, api_args=(), share_node=None):
     p = Platform(name, store=store, api_args=api_args, share_node=share_node)
     p.start()
@@ -69,21 +75,9 @@ def start_platform(name, store, api_args=(), share_node=None):
 
 @pytest.fixture(scope="module", params=STORES)
 def plat(request):
-    store = os.environ["SPACE_TEST_PG_URL"] if request.param == "postgresql" else None
-    p = Platform(f"secrets-{request.param}", store=store)
-    keys = Keypair(p.data)
-    p.api_args += ["--secrets-key", keys.pub_path]
-    p.keys = keys
-    p.store_kind = request.param
-    try:
-        p.start()
+    with store_platform("secrets", request.param, with_secrets_key) as p:
+        p.store_kind = request.param
         yield p
-        p.stop_api()
-        p.node.stop()
-        left = p.node.leftovers()
-    finally:
-        p.destroy()
-    assert not left, left
 
 
 def uniq(prefix="s"):

@@ -14,33 +14,20 @@ Against a real space-api and store (SQLite and, with SPACE_TEST_PG_URL, PostgreS
 - the CLI: space template network set|get|rm.
 """
 import json
-import os
 import subprocess
 import uuid
 
 import pytest
 
-from lib.platform import SPACE, STORES, Platform, e2b
-from test_secrets_api import Keypair, db_rows, error, node_policy, uniq, wait_node_policy
+from lib.platform import SPACE, STORES, e2b, store_platform
+from test_secrets_api import db_rows, error, node_policy, uniq, wait_node_policy, with_secrets_key
 
 
 @pytest.fixture(scope="module", params=STORES)
 def plat(request):
-    store = os.environ["SPACE_TEST_PG_URL"] if request.param == "postgresql" else None
-    p = Platform(f"tplnet-{request.param}", store=store)
-    keys = Keypair(p.data)
-    p.api_args += ["--secrets-key", keys.pub_path]
-    p.keys = keys
-    p.store_kind = request.param
-    try:
-        p.start()
+    with store_platform("tplnet", request.param, with_secrets_key) as p:
+        p.store_kind = request.param
         yield p
-        p.stop_api()
-        p.node.stop()
-        left = p.node.leftovers()
-    finally:
-        p.destroy()
-    assert not left, left
 
 
 def secret(plat, prefix="tok"):

@@ -366,12 +366,14 @@ STORES = ["sqlite"] + (["postgresql"] if os.environ.get("SPACE_TEST_PG_URL") els
 
 
 @contextlib.contextmanager
-def store_platform(prefix, store_param):
-    """A started Platform on the store STORES names; on exit it stops and proves the node left
-    nothing behind."""
+def store_platform(prefix, store_param, setup=None):
+    """A started Platform on the store STORES names (setup(p), if given, runs before the start);
+    on exit it stops and proves the node left nothing behind."""
     store = os.environ["SPACE_TEST_PG_URL"] if store_param == "postgresql" else None
     p = Platform(f"{prefix}-{store_param}", store=store)
     try:
+        if setup:
+            setup(p)
         p.start()
         yield p
         p.stop_api()

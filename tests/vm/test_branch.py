@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from lib.platform import Platform
+from lib.platform import store_platform
 
 # Written by the agent's /init where it may (identity.c); absent otherwise.
 MACHINE_ID = "cat /etc/machine-id 2>/dev/null; true"
@@ -24,16 +24,8 @@ COUNTER = ('i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; '
 
 @pytest.fixture(scope="module")
 def plat():
-    p = Platform("branch")
-    try:
-        p.start()
+    with store_platform("branch", "sqlite") as p:
         yield p
-        p.stop_api()
-        p.node.stop()
-        left = p.node.leftovers()
-    finally:
-        p.destroy()
-    assert not left, left
 
 
 def sh(plat, sid, script):
