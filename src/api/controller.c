@@ -1028,6 +1028,16 @@ void controller_wait(struct manager *m, const char *op_id, struct evhttp_request
     m->waiters = w;
 }
 
+int controller_failed_status(const struct store_operation *op)
+{
+    json_error_t err;
+    json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
+    int status = (int)json_integer_value(json_object_get(res, "status"));
+
+    json_decref(res);
+    return status;
+}
+
 void controller_reply_unfinished(struct manager *m, struct evhttp_request *req,
                                  const char *timeout_message)
 {

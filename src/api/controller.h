@@ -89,3 +89,6 @@ void controller_wait(struct manager *m, const char *op_id, struct evhttp_request
  */
 void controller_reply_unfinished(struct manager *m, struct evhttp_request *req,
                                  const char *timeout_message);
+/* The HTTP status the node answered a failed operation with (its result's "status"), or 0
+ * when it recorded none: each caller maps it onto its own reply. */
+int controller_failed_status(const struct store_operation *op);

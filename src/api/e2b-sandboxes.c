@@ -579,16 +579,13 @@ static void verb_finished(struct manager *m, struct evhttp_request *req,
 {
     struct e2b_wait *w = userdata;
     struct store_sandbox sb = { 0 };
-    json_error_t err;
 
     if (!op) {
         controller_reply_unfinished(m, req, "the sandbox did not change state in time");
         goto out;
     }
     if (strcmp(op->state, "succeeded") != 0) {
-        json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
-        int status = (int)json_integer_value(json_object_get(res, "status"));
-        json_decref(res);
+        int status = controller_failed_status(op);
         http_util_reply_error(req, status == 404 || status == 409 ? status : 500,
                               "cannot %s sandbox: %s", w->verb, op->error ? op->error : "failed");
         goto out;

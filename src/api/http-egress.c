@@ -47,7 +47,6 @@ static void network_applied(struct manager *m, struct evhttp_request *req,
                             const struct store_operation *op, void *userdata)
 {
     struct network_wait *w = userdata;
-    json_error_t err;
 
     if (!op) {
         http_util_reply_error(req, 504,
@@ -56,10 +55,7 @@ static void network_applied(struct manager *m, struct evhttp_request *req,
     } else if (strcmp(op->state, "succeeded") == 0) {
         reply_network(m, req, w->id, w->e2b);
     } else {
-        json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
-        int status = (int)json_integer_value(json_object_get(res, "status"));
-
-        json_decref(res);
+        int status = controller_failed_status(op);
         /* The sandbox is live as far as the store knows: whatever else the node said
          * (even a 404, a node without the route) is the node's failure, not "not found". */
         http_util_reply_error(req, status == 400 ? 400 : 502,

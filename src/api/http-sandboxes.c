@@ -291,7 +291,6 @@ static void verb_waited(struct manager *m, struct evhttp_request *req,
                         const struct store_operation *op, void *userdata)
 {
     const char *verb = userdata;
-    json_error_t err;
 
     if (!op) {
         controller_reply_unfinished(m, req, "the operation did not finish in time");
@@ -301,9 +300,7 @@ static void verb_waited(struct manager *m, struct evhttp_request *req,
         reply_sandbox(m, req, 200, op->sandbox_id);
         return;
     }
-    json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
-    int status = (int)json_integer_value(json_object_get(res, "status"));
-    json_decref(res);
+    int status = controller_failed_status(op);
     http_util_reply_error(req, status == 409 || status == 404 ? status : 500, "%s failed: %s", verb,
                           op->error ? op->error : "");
 }

@@ -182,11 +182,7 @@ int lifecycle_set_network(struct manager *m, const char *id, const char *network
 
 int lifecycle_create_failed_status(const struct store_operation *op)
 {
-    json_error_t err;
-    json_t *res = op->result_json ? json_loads(op->result_json, 0, &err) : NULL;
-    int status = (int)json_integer_value(json_object_get(res, "status"));
-
-    json_decref(res);
+    int status = controller_failed_status(op);
     return status == 404 || status == 503 || status == 504 ? status : 500;
 }
 
