@@ -140,6 +140,12 @@ class Node:
         body["stderr"] = base64.b64decode(body["stderr_b64"])
         return body
 
+    def sh(self, sid, script, user="root", timeout_ms=60000):
+        """Runs a shell script in the guest, asserts it exited 0, returns its stdout as text."""
+        res = self.exec(sid, "/bin/sh", "-c", script, user=user, timeout_ms=timeout_ms)
+        assert res["exit_code"] == 0, res
+        return res["stdout"].decode()
+
     def kill(self, sid):
         status, body = self.call("DELETE", f"/v1/sandboxes/{sid}")
         assert status == 204, (status, body)
@@ -202,6 +208,12 @@ def started_node(name, **kw):
     finally:
         n.destroy()
     assert not left, left
+
+
+# A guest process that counts in memory and publishes each value atomically to /dev/shm/count:
+# a verb that loses or rewinds the process's memory shows up as a count that went backwards.
+COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; "
+           "mv /dev/shm/count.tmp /dev/shm/count; sleep 0.1; done")
 
 
 @contextlib.contextmanager

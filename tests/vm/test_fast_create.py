@@ -36,12 +36,6 @@ def wait_snapshot_ready(node, timeout=600):
     raise AssertionError(f"snapshot not ready: {node.log()}")
 
 
-def sh(node, sid, script):
-    res = node.exec(sid, "/bin/sh", "-c", script, user="root")
-    assert res["exit_code"] == 0, res
-    return res["stdout"].decode()
-
-
 IDENTITY = ("hostname; cat /etc/machine-id; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'; "
             "echo; python3 -c 'import os; print(os.urandom(32).hex())'; date +%s")
 
@@ -53,7 +47,7 @@ def test_clones_differ_and_are_isolated(node):
         assert b["timings_ms"]["mode"] == "restore", b
         ids = {}
         for sb in (a, b):
-            host, machine_id, urandom, pyrandom, clock = sh(node, sb["id"], IDENTITY).split()
+            host, machine_id, urandom, pyrandom, clock = node.sh(sb["id"], IDENTITY).split()
             assert host == sb["id"]
             assert len(machine_id) == 32
             assert abs(int(clock) - time.time()) < 30  # stepped to the host's clock at create
@@ -61,9 +55,9 @@ def test_clones_differ_and_are_isolated(node):
         (ma, ua, pa), (mb, ub, pb) = ids.values()
         assert ma != mb and ua != ub and pa != pb
         # A write to one clone's memory (tmpfs) or disk is invisible to the other.
-        sh(node, a["id"], "echo a > /dev/shm/only-a && echo a > /root/only-a && sync")
-        assert sh(node, b["id"], "ls /dev/shm/only-a /root/only-a 2>/dev/null; true") == ""
-        assert sh(node, a["id"], "cat /dev/shm/only-a /root/only-a") == "a\na\n"
+        node.sh(a["id"], "echo a > /dev/shm/only-a && echo a > /root/only-a && sync")
+        assert node.sh(b["id"], "ls /dev/shm/only-a /root/only-a 2>/dev/null; true") == ""
+        assert node.sh(a["id"], "cat /dev/shm/only-a /root/only-a") == "a\na\n"
 
 
 def test_corrupt_snapshot_is_rebuilt_not_restored(node):
@@ -79,7 +73,7 @@ def test_corrupt_snapshot_is_rebuilt_not_restored(node):
     assert "is bad" in open(node.log_path).read()
     with node_sandbox(node) as sb:
         assert sb["timings_ms"]["mode"] == "restore", sb
-        assert sh(node, sb["id"], "echo ok") == "ok\n"
+        assert node.sh(sb["id"], "echo ok") == "ok\n"
 
 
 def test_failed_restore_falls_back_to_cold_boot(node):
@@ -92,7 +86,7 @@ def test_failed_restore_falls_back_to_cold_boot(node):
     wait_snapshot_ready(node)  # verified by this node process: a create restores from it
     with node_sandbox(node) as sb:
         assert sb["timings_ms"]["mode"] == "boot", sb
-        assert sh(node, sb["id"], "echo ok") == "ok\n"
+        assert node.sh(sb["id"], "echo ok") == "ok\n"
     assert "failed, cold booting" in open(node.log_path).read()
     # The failure made the node verify the snapshot again; it is sound, so it is ready again.
     wait_snapshot_ready(node)

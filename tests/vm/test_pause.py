@@ -13,10 +13,8 @@ import time
 
 import pytest
 
-from lib.platform import node_sandbox, started_node
+from lib.platform import COUNTER, node_sandbox, started_node
 
-COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; "
-           "mv /dev/shm/count.tmp /dev/shm/count; sleep 0.1; done")
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +27,6 @@ def node():
 def sb(node):
     with node_sandbox(node) as sb:
         yield sb
-
-
-def sh(node, sid, script):
-    res = node.exec(sid, "sh", "-c", script, timeout_ms=60000)
-    assert res["exit_code"] == 0, res
-    return res["stdout"].decode()
 
 
 def qmp_status(node, sb):
@@ -74,11 +66,11 @@ def resume(node, sid):
 
 def test_pause_keeps_memory_and_files_and_freezes_the_guest(node, sb):
     sid = sb["id"]
-    sh(node, sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/counter.pid")
+    node.sh(sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/counter.pid")
     time.sleep(1)
-    pid = sh(node, sid, "cat /dev/shm/counter.pid").strip()
+    pid = node.sh(sid, "cat /dev/shm/counter.pid").strip()
     # Written just before the pause and never synced: only memory holds it.
-    before = sh(node, sid, "echo unsynced-1 > /root/unsynced; cat /dev/shm/count; "
+    before = node.sh(sid, "echo unsynced-1 > /root/unsynced; cat /dev/shm/count; "
                 "cut -d' ' -f1 /proc/uptime").split()
     count_before, uptime_before = int(before[0]), float(before[1])
     assert count_before > 0
@@ -100,7 +92,7 @@ def test_pause_keeps_memory_and_files_and_freezes_the_guest(node, sb):
     print(f"node resume: {resumed['resume_ms']:.1f} ms")
     wall = time.monotonic() - t0
     assert qmp_status(node, sb) == "running"
-    after = sh(node, sid, "cat /dev/shm/count; cut -d' ' -f1 /proc/uptime; cat /root/unsynced; "
+    after = node.sh(sid, "cat /dev/shm/count; cut -d' ' -f1 /proc/uptime; cat /root/unsynced; "
                "cat /dev/shm/counter.pid; date +%s").split()
     count_after, uptime_after = int(after[0]), float(after[1])
     # The same process kept counting from where it was (its count lives in its memory).
@@ -113,7 +105,7 @@ def test_pause_keeps_memory_and_files_and_freezes_the_guest(node, sb):
     assert abs(int(after[4]) - time.time()) < 3, (after[4], time.time())
     # It goes on counting.
     time.sleep(1)
-    assert int(sh(node, sid, "cat /dev/shm/count")) > count_after
+    assert int(node.sh(sid, "cat /dev/shm/count")) > count_after
 
 
 def test_wrong_state_is_409_and_verbs_are_idempotent(node, sb):
@@ -133,7 +125,7 @@ def test_wrong_state_is_409_and_verbs_are_idempotent(node, sb):
 
 def test_paused_vm_stays_paused_across_a_node_crash(node, sb):
     sid = sb["id"]
-    sh(node, sid, "echo unsynced-2 > /root/unsynced2")
+    node.sh(sid, "echo unsynced-2 > /root/unsynced2")
     pause(node, sid)
     node.crash()
     assert qmp_status(node, sb) == "paused"
@@ -143,7 +135,7 @@ def test_paused_vm_stays_paused_across_a_node_crash(node, sb):
     assert body["instance_id"] == sb["instance_id"] and body["pid"] == sb["pid"]
     assert qmp_status(node, sb) == "paused"
     resume(node, sid)
-    assert sh(node, sid, "cat /root/unsynced2").strip() == "unsynced-2"
+    assert node.sh(sid, "cat /root/unsynced2").strip() == "unsynced-2"
 
 
 def test_kill_of_a_paused_sandbox(node):
@@ -176,14 +168,14 @@ def test_suspend_restore_cycles_keep_memory_and_unsynced_files(node):
     with_sb = node.create()
     sid = with_sb["id"]
     try:
-        sh(node, sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/counter.pid")
+        node.sh(sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/counter.pid")
         time.sleep(1)
-        pid = sh(node, sid, "cat /dev/shm/counter.pid").strip()
+        pid = node.sh(sid, "cat /dev/shm/counter.pid").strip()
         last = 0
         qemu_pid = with_sb["pid"]
         for cycle in range(1, 4):
-            sh(node, sid, f"echo cycle-{cycle} > /root/unsynced-{cycle}")
-            count = int(sh(node, sid, "cat /dev/shm/count"))
+            node.sh(sid, f"echo cycle-{cycle} > /root/unsynced-{cycle}")
+            count = int(node.sh(sid, "cat /dev/shm/count"))
             assert count >= last
             body = verb(node, sid, "suspend", "suspended")
             print(f"cycle {cycle}: node suspend {body['suspend_ms']:.1f} ms")
@@ -203,15 +195,15 @@ def test_suspend_restore_cycles_keep_memory_and_unsynced_files(node):
             print(f"cycle {cycle}: node restore {body['restore_ms']:.1f} ms")
             qemu_pid = body["pid"]
             for k in range(1, cycle + 1):
-                assert sh(node, sid, f"cat /root/unsynced-{k}").strip() == f"cycle-{k}"
-            assert sh(node, sid, "cat /dev/shm/counter.pid").strip() == pid
-            last = int(sh(node, sid, "cat /dev/shm/count"))
+                assert node.sh(sid, f"cat /root/unsynced-{k}").strip() == f"cycle-{k}"
+            assert node.sh(sid, "cat /dev/shm/counter.pid").strip() == pid
+            last = int(node.sh(sid, "cat /dev/shm/count"))
             assert last >= count, (count, last)
-            assert abs(int(sh(node, sid, "date +%s")) - time.time()) < 3
+            assert abs(int(node.sh(sid, "date +%s")) - time.time()) < 3
         snap_dir = os.path.join(node.instance_dir(with_sb), "suspend")
         assert not os.path.exists(snap_dir), "a restored sandbox keeps no stale snapshot"
         time.sleep(1)
-        assert int(sh(node, sid, "cat /dev/shm/count")) > last
+        assert int(node.sh(sid, "cat /dev/shm/count")) > last
         # a suspended sandbox can be killed: everything goes
         verb(node, sid, "suspend", "suspended")
     finally:

@@ -11,10 +11,8 @@ import time
 
 import pytest
 
-from lib.platform import live_qemu_pids, started_node
+from lib.platform import COUNTER, live_qemu_pids, started_node
 
-COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; "
-           "mv /dev/shm/count.tmp /dev/shm/count; sleep 0.1; done")
 
 # (verb, fault point, the state a restarted node shows)
 POINTS = [
@@ -36,19 +34,13 @@ def node():
 def sb(node):
     sb = node.create()
     sid = sb["id"]
-    sh(node, sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/counter.pid")
-    sh(node, sid, "echo kept > /root/unsynced")
+    node.sh(sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/counter.pid")
+    node.sh(sid, "echo kept > /root/unsynced")
     # The counter's first write can trail its start on a loaded host: wait for it (bounded).
-    sh(node, sid, "for i in $(seq 300); do [ -s /dev/shm/count ] && exit 0; sleep 0.1; done; exit 1")
+    node.sh(sid, "for i in $(seq 300); do [ -s /dev/shm/count ] && exit 0; sleep 0.1; done; exit 1")
     yield sb
     if node.proc and node.call("GET", f"/v1/sandboxes/{sid}")[0] == 200:
         node.kill(sid)
-
-
-def sh(node, sid, script):
-    res = node.exec(sid, "sh", "-c", script, timeout_ms=60000)
-    assert res["exit_code"] == 0, res
-    return res["stdout"].decode()
 
 
 def restart_with_fault(node, spec):
@@ -77,7 +69,7 @@ def test_crash_at_every_step_leaves_old_or_new_state(node, sb, verb, point, afte
     if verb == "restore":
         status, body = node.call("POST", f"/v1/sandboxes/{sid}/suspend")
         assert status == 200 and body["state"] == "suspended", (status, body)
-    count = int(sh(node, sid, "cat /dev/shm/count")) if verb == "suspend" else None
+    count = int(node.sh(sid, "cat /dev/shm/count")) if verb == "suspend" else None
     restart_with_fault(node, f"{point}:crash")
     with pytest.raises(Exception):
         node.call("POST", f"/v1/sandboxes/{sid}/{verb}", timeout=300)
@@ -86,14 +78,14 @@ def test_crash_at_every_step_leaves_old_or_new_state(node, sb, verb, point, afte
     node.start()
     settle(node, sid, after)
     # Whatever happened, the guest is whole and runs on.
-    assert sh(node, sid, "cat /root/unsynced").strip() == "kept"
-    pid = sh(node, sid, "cat /dev/shm/counter.pid").strip()
-    assert pid and sh(node, sid, f"test -d /proc/{pid} && echo alive").strip() == "alive"
-    now = int(sh(node, sid, "cat /dev/shm/count"))
+    assert node.sh(sid, "cat /root/unsynced").strip() == "kept"
+    pid = node.sh(sid, "cat /dev/shm/counter.pid").strip()
+    assert pid and node.sh(sid, f"test -d /proc/{pid} && echo alive").strip() == "alive"
+    now = int(node.sh(sid, "cat /dev/shm/count"))
     if count is not None:
         assert now >= count
     time.sleep(0.5)
-    assert int(sh(node, sid, "cat /dev/shm/count")) > now, "its vCPUs run"
+    assert int(node.sh(sid, "cat /dev/shm/count")) > now, "its vCPUs run"
     # One VMM for the one sandbox: no leftover of the crashed verb.
     assert len(live_qemu_pids(node.data)) == 1, live_qemu_pids(node.data)
     assert not os.path.exists(os.path.join(node.instance_dir(sb), "suspend.new"))

@@ -28,12 +28,6 @@ def sb(node):
         yield sb
 
 
-def sh(node, sid, script):
-    res = node.exec(sid, "sh", "-c", script, timeout_ms=60000)
-    assert res["exit_code"] == 0, res
-    return res["stdout"].decode()
-
-
 def snapshot(node, sid, **kw):
     status, body = node.call("POST", f"/v1/sandboxes/{sid}/snapshots", kw)
     assert status == 201, (status, body)
@@ -49,7 +43,7 @@ def rollback(node, sid, snap_id):
 
 def test_disk_snapshot_and_rollback(node, sb):
     sid = sb["id"]
-    sh(node, sid, "echo kept > /root/synced; sync; echo never-synced > /root/unsynced")
+    node.sh(sid, "echo kept > /root/synced; sync; echo never-synced > /root/unsynced")
     snap = snapshot(node, sid)
     assert snap["kind"] == "disk" and snap["sandbox_id"] == sid and snap["quiesced"] is True
     assert snap["template"] == "base" and snap["bytes"] > 0
@@ -73,20 +67,20 @@ def test_disk_snapshot_and_rollback(node, sb):
     assert status == 200 and again["id"] == snap["id"]
 
     # The guest goes on: its later edits are on its disk, not in the snapshot.
-    sh(node, sid, "echo edited > /root/unsynced; rm /root/synced; echo later > /root/later; "
+    node.sh(sid, "echo edited > /root/unsynced; rm /root/synced; echo later > /root/later; "
                   "echo running-process > /dev/shm/marker")
-    before = sh(node, sid, "cat /proc/sys/kernel/random/boot_id").strip()
+    before = node.sh(sid, "cat /proc/sys/kernel/random/boot_id").strip()
 
     rollback(node, sid, snap["id"])
     # A reboot on the snapshot's disk: files as they were, the later ones gone, same identity.
-    assert sh(node, sid, "cat /root/synced /root/unsynced") == "kept\nnever-synced\n"
-    assert sh(node, sid, "ls /root/later /dev/shm/marker 2>&1 || true").count("No such file") == 2
-    assert sh(node, sid, "hostname").strip() == sid
-    assert sh(node, sid, "cat /proc/sys/kernel/random/boot_id").strip() != before
+    assert node.sh(sid, "cat /root/synced /root/unsynced") == "kept\nnever-synced\n"
+    assert node.sh(sid, "ls /root/later /dev/shm/marker 2>&1 || true").count("No such file") == 2
+    assert node.sh(sid, "hostname").strip() == sid
+    assert node.sh(sid, "cat /proc/sys/kernel/random/boot_id").strip() != before
     # The snapshot is still there (a rollback does not consume it), and rolls back again.
-    sh(node, sid, "echo again > /root/unsynced")
+    node.sh(sid, "echo again > /root/unsynced")
     rollback(node, sid, snap["id"])
-    assert sh(node, sid, "cat /root/unsynced") == "never-synced\n"
+    assert node.sh(sid, "cat /root/unsynced") == "never-synced\n"
 
     status, _ = node.call("DELETE", f"/v1/snapshots/{snap['id']}")
     assert status == 204
@@ -99,17 +93,17 @@ def test_disk_snapshot_and_rollback(node, sb):
 
 def test_full_snapshot_rollback_brings_back_memory(node, sb):
     sid = sb["id"]
-    sh(node, sid, "echo in-ram-1 > /dev/shm/state; echo on-disk-1 > /root/state")
+    node.sh(sid, "echo in-ram-1 > /dev/shm/state; echo on-disk-1 > /root/state")
     snap = snapshot(node, sid, kind="full")
     assert snap["kind"] == "full"
     d = os.path.join(node.data, "snapshots", snap["id"])
     assert sorted(os.listdir(d)) == ["meta.json", "rootfs.ext4", "vmstate"]
     # The parent kept running through it.
-    sh(node, sid, "echo in-ram-2 > /dev/shm/state; echo on-disk-2 > /root/state")
+    node.sh(sid, "echo in-ram-2 > /dev/shm/state; echo on-disk-2 > /root/state")
     body = rollback(node, sid, snap["id"])
     assert body["timings_ms"]["mode"] == "restore"
-    assert sh(node, sid, "cat /dev/shm/state /root/state") == "in-ram-1\non-disk-1\n"
-    assert sh(node, sid, "hostname").strip() == sid
+    assert node.sh(sid, "cat /dev/shm/state /root/state") == "in-ram-1\non-disk-1\n"
+    assert node.sh(sid, "hostname").strip() == sid
     status, _ = node.call("DELETE", f"/v1/snapshots/{snap['id']}")
     assert status == 204
 

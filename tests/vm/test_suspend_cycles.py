@@ -9,10 +9,8 @@ import time
 
 import pytest
 
-from lib.platform import started_node
+from lib.platform import COUNTER, started_node
 
-COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; "
-           "mv /dev/shm/count.tmp /dev/shm/count; sleep 0.1; done")
 CYCLES = 10
 
 
@@ -20,12 +18,6 @@ CYCLES = 10
 def node():
     with started_node("suspendcycles") as n:
         yield n
-
-
-def sh(node, sid, script):
-    res = node.exec(sid, "sh", "-c", script, timeout_ms=60000)
-    assert res["exit_code"] == 0, res
-    return res["stdout"].decode()
 
 
 def verb(node, sid, name, want):
@@ -37,25 +29,25 @@ def verb(node, sid, name, want):
 def test_ten_cycles_keep_memory_and_unsynced_files(node):
     sid = node.create()["id"]
     try:
-        sh(node, sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/pid")
+        node.sh(sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/pid")
         time.sleep(1)
-        pid = sh(node, sid, "cat /dev/shm/pid").strip()
+        pid = node.sh(sid, "cat /dev/shm/pid").strip()
         last = 0
         for cycle in range(1, CYCLES + 1):
-            sh(node, sid, f"echo u{cycle} > /root/unsynced-{cycle}; "
+            node.sh(sid, f"echo u{cycle} > /root/unsynced-{cycle}; "
                           f"echo s{cycle} > /root/synced-{cycle} && sync /root/synced-{cycle}")
-            count = int(sh(node, sid, "cat /dev/shm/count"))
+            count = int(node.sh(sid, "cat /dev/shm/count"))
             assert count >= last, (cycle, count, last)
             verb(node, sid, "suspend", "suspended")
             verb(node, sid, "restore", "running")
-            after = int(sh(node, sid, "cat /dev/shm/count"))
+            after = int(node.sh(sid, "cat /dev/shm/count"))
             assert after >= count, (cycle, after, count)
-            assert sh(node, sid, f"kill -0 {pid} && echo alive").strip() == "alive", cycle
+            assert node.sh(sid, f"kill -0 {pid} && echo alive").strip() == "alive", cycle
             for k in range(1, cycle + 1):
-                got = sh(node, sid, f"cat /root/unsynced-{k} /root/synced-{k}").split()
+                got = node.sh(sid, f"cat /root/unsynced-{k} /root/synced-{k}").split()
                 assert got == [f"u{k}", f"s{k}"], (cycle, k, got)
             last = after
         time.sleep(0.5)
-        assert int(sh(node, sid, "cat /dev/shm/count")) > last, "the counter still counts"
+        assert int(node.sh(sid, "cat /dev/shm/count")) > last, "the counter still counts"
     finally:
         node.kill(sid)
