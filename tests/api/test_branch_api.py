@@ -6,7 +6,8 @@ Bad input is refused before anything is recorded: unknown fields, a count outsid
 timeout (400), an unknown sandbox (404), a suspended one (409 naming the state). A branch that
 runs answers 201 with one entry per requested branch; with --max-sandboxes 2 a count of 3 gives
 one sandbox and two capacity entries (503 native, 429 E2B), and the intermediate snapshot is
-gone afterwards (from the store and the node). The VM-level proof (memory, files, identity,
+gone afterwards (from the store and the node). A paused parent branches too (the branch
+runs, the parent stays paused). The VM-level proof (memory, files, identity,
 divergence) is tests/vm/test_branch.py; the SDK's is tests/compat/test_fork_compat.py.
 """
 import pytest
@@ -120,3 +121,24 @@ def test_capacity_refusals_are_entries_and_the_snapshot_goes(plat, sid):
         for i in items:
             if "sandbox" in i:
                 e2b(plat, "DELETE", f"/sandboxes/{i['sandbox']['sandboxID']}")
+
+
+def test_a_paused_parent_branches_and_stays_paused(plat, sid):
+    assert plat.admin("POST", f"/v1/sandboxes/{sid}/pause?wait=true")[0] == 200
+    made = []
+    try:
+        status, res = plat.admin("POST", f"/v1/sandboxes/{sid}/branch", {})
+        assert status == 201 and len(res["sandboxes"]) == 1, res
+        made = [i["sandbox"]["id"] for i in res["sandboxes"] if "sandbox" in i]
+        assert len(made) == 1, res
+        status, sb = plat.admin("GET", f"/v1/sandboxes/{made[0]}")
+        assert sb["state"] == "running", sb
+        status, out = plat.admin("POST", f"/v1/sandboxes/{made[0]}/exec",
+                                 {"cmd": "hostname", "timeout_ms": 60000})
+        assert status == 200 and out["exit_code"] == 0, out
+        assert plat.admin("GET", f"/v1/sandboxes/{sid}")[1]["state"] == "paused"
+        assert snapshots(plat) == []
+    finally:
+        for b in made:
+            plat.admin("DELETE", f"/v1/sandboxes/{b}?wait=true")
+        assert plat.admin("POST", f"/v1/sandboxes/{sid}/resume?wait=true")[0] == 200
