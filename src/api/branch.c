@@ -22,9 +22,9 @@
 
 struct branch_item {
     char id[SANDBOX_ID_LEN + 1];
-    char op[33];    /* "" when the create was refused before it was recorded */
-    int status;     /* 0: running; else the entry's error code */
-    char *message;  /* the entry's error message */
+    char op[33];   /* "" when the create was refused before it was recorded */
+    int status;    /* 0: running; else the entry's error code */
+    char *message; /* the entry's error message */
 };
 
 struct branch {

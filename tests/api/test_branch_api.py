@@ -7,12 +7,14 @@ timeout (400), an unknown sandbox (404), a suspended one (409 naming the state).
 runs answers 201 with one entry per requested branch; with --max-sandboxes 2 a count of 3 gives
 one sandbox and two capacity entries (503 native, 429 E2B), and the intermediate snapshot is
 gone afterwards (from the store and the node). A paused parent branches too (the branch
-runs, the parent stays paused). The VM-level proof (memory, files, identity,
+runs, the parent stays paused). `space snapshot branch` prints the new ids. The VM-level proof (memory, files, identity,
 divergence) is tests/vm/test_branch.py; the SDK's is tests/compat/test_fork_compat.py.
 """
+import subprocess
+
 import pytest
 
-from lib.platform import STORES, e2b, store_platform
+from lib.platform import SPACE, STORES, e2b, store_platform
 
 UNKNOWN = "aaaaaaaaaaaaaaaaaaaa"
 
@@ -142,3 +144,19 @@ def test_a_paused_parent_branches_and_stays_paused(plat, sid):
         for b in made:
             plat.admin("DELETE", f"/v1/sandboxes/{b}?wait=true")
         assert plat.admin("POST", f"/v1/sandboxes/{sid}/resume?wait=true")[0] == 200
+
+
+def test_cli(plat, sid):
+    # `space snapshot branch`: the new ids on stdout, one a line; a refused branch on stderr
+    # and exit 1 (--max-sandboxes 2: the parent and one branch fit).
+    r = subprocess.run([SPACE, "snapshot", "branch", sid, "-n", "2", "--timeout", "600"],
+                       env=dict(plat.env, SPACE_API_KEY=plat.key), capture_output=True,
+                       text=True, timeout=900)
+    ids = r.stdout.split()
+    try:
+        assert r.returncode == 1 and len(ids) == 1 and len(ids[0]) == 20, (r.stdout, r.stderr)
+        assert "branch 2:" in r.stderr and "capacity" in r.stderr, r.stderr
+        assert plat.admin("GET", f"/v1/sandboxes/{ids[0]}")[1]["state"] == "running"
+    finally:
+        for i in ids:
+            plat.admin("DELETE", f"/v1/sandboxes/{i}?wait=true")
