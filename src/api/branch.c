@@ -19,6 +19,8 @@
 
 /* The whole request: the snapshot, then every create (a restore each, side by side). */
 #define BRANCH_WAIT (600 * USEC_PER_SEC)
+#define BRANCH_SWEEP_EVERY (10 * USEC_PER_SEC)
+#define BRANCH_SWEEP_GRACE (30 * USEC_PER_SEC)
 
 struct branch_item {
     char id[SANDBOX_ID_LEN + 1];
@@ -37,6 +39,7 @@ struct branch {
     bool keep_snapshot; /* a create may still read it */
     char parent[SANDBOX_ID_LEN + 1];
     char snap_id[SANDBOX_ID_LEN + 1];
+    char snap_name[sizeof(BRANCH_SNAPSHOT_PREFIX) + SANDBOX_ID_LEN];
     struct store_snapshot snap; /* the complete row, once taken */
     struct store_sandbox sb;    /* the parent as it was asked for */
     struct branch_item items[BRANCH_MAX];
@@ -313,9 +316,11 @@ static void branch_start(struct request_ctx *c, bool e2b)
         http_util_reply_error(c->req, 500, "cannot make a snapshot id");
         goto fail;
     }
-    /* Unnamed: a name would collide with the caller's own and a second branch's. */
+    /* Its reserved name marks it as this module's (branch.h); unique, as its id is. */
+    snprintf(b->snap_name, sizeof(b->snap_name), "%s%s", BRANCH_SNAPSHOT_PREFIX, b->snap_id);
     struct store_snapshot snap = { .id = b->snap_id,
                                    .kind = (char *)"full",
+                                   .name = b->snap_name,
                                    .state = STORE_SNAPSHOT_PENDING,
                                    .created_at = now,
                                    .updated_at = now };
@@ -328,6 +333,58 @@ static void branch_start(struct request_ctx *c, bool e2b)
     return;
 fail:
     branch_free(b);
+}
+
+static void swept(struct manager *m, const char *id, int r, void *userdata)
+{
+    (void)m;
+    (void)userdata;
+    if (r < 0) {
+        log_warning("branch: cannot sweep the leftover snapshot %s: %s", id, strerror(-r));
+    } else {
+        log_info("branch: swept the leftover snapshot %s", id);
+    }
+}
+
+/* Whether a sandbox restoring snapshot id is still being created (its create reads it). */
+static bool still_restored(struct manager *m, const char *id)
+{
+    static const char *const creating[] = { SANDBOX_STATE_CREATING, NULL };
+    struct store_sandbox_filter f = { .states = creating, .template_id = id, .limit = 1 };
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+
+    if (store_sandbox_list(m->store, &f, &list, &n) < 0) {
+        return true; /* unsure: kept for the next sweep */
+    }
+    store_sandbox_list_free(list, n);
+    return n > 0;
+}
+
+void branch_tick(struct manager *m)
+{
+    struct store_snapshot_filter f = { .owner = SANDBOX_CLIENT_ID, .complete_only = true };
+    struct store_snapshot *list = NULL;
+    usec_t now = now_monotonic();
+    int64_t old = (int64_t)now_realtime() - (int64_t)BRANCH_SWEEP_GRACE;
+    size_t n = 0;
+
+    if (m->last_branch_sweep && now - m->last_branch_sweep < BRANCH_SWEEP_EVERY) {
+        return;
+    }
+    m->last_branch_sweep = now;
+    if (store_snapshot_list(m->store, &f, &list, &n) < 0) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct store_snapshot *s = &list[i];
+        if (s->name &&
+            strncmp(s->name, BRANCH_SNAPSHOT_PREFIX, strlen(BRANCH_SNAPSHOT_PREFIX)) == 0 &&
+            s->updated_at < old && !still_restored(m, s->id)) {
+            (void)snapshots_remove(m, s->id, swept, NULL);
+        }
+    }
+    store_snapshot_list_free(list, n);
 }
 
 void http_sandbox_branch(struct request_ctx *c)
