@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/branch.h"
 #include "api/egress-audit.h"
 #include "api/egress.h"
 #include "api/node-client.h"
@@ -1305,6 +1306,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
     controller_kick(m);
     egress_audit_tick(m);
     secrets_tick(m);
+    branch_tick(m);
     if (now_monotonic() - m->last_node_sync >= NODE_SYNC_USEC) {
         struct sync_job *j = calloc(1, sizeof(*j));
         m->last_node_sync = now_monotonic();

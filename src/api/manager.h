@@ -58,6 +58,7 @@ struct manager {
     struct evp_pkey_st *secrets_key;   /* space-gw's public key (--secrets-key): secrets are
                                           sealed to it (secrets.h); NULL = secrets unavailable */
     usec_t last_secret_sweep;          /* monotonic (secrets_tick()) */
+    usec_t last_branch_sweep;          /* monotonic (branch_tick()) */
     bool stopping;
 };
 

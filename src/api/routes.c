@@ -13,6 +13,7 @@
 #include <sys/queue.h>
 
 #include "api/auth.h"
+#include "api/branch.h"
 #include "api/secrets.h"
 #include "api/snapshots.h"
 #include "api/template-network.h"
@@ -59,6 +60,7 @@ static const struct route {
       "verdict proto after limit" },
     { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/snapshots", http_snapshot_create, AUTH_KEY, ID_SANDBOX,
       "wait" },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/branch", http_sandbox_branch, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_GET, "/v1/snapshots", http_snapshot_list, AUTH_KEY, ID_NONE,
       "sandbox name limit after" },
     { EVHTTP_REQ_GET, "/v1/snapshots/{id}", http_snapshot_get, AUTH_KEY, ID_ANY },
@@ -112,8 +114,7 @@ static const struct route {
      * is missing: a 404 would read as "false"/"not found" to the SDK (kill, deleteSnapshot,
      * Template.exists) instead of as an error.
      */
-    { EVHTTP_REQ_POST, "/sandboxes/{id}/fork", e2b_not_implemented, AUTH_KEY, ID_SANDBOX, Q_ANY,
-      "fork (Sandbox.fork)" },
+    { EVHTTP_REQ_POST, "/sandboxes/{id}/fork", e2b_sandbox_fork, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_POST, "/sandboxes/{id}/snapshots", e2b_snapshot_create, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_PUT, "/sandboxes/{id}/network", e2b_sandbox_network, AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_GET, "/snapshots", e2b_snapshot_list, AUTH_KEY, ID_NONE,

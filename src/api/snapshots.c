@@ -318,10 +318,11 @@ void http_snapshot_get(struct request_ctx *c)
  */
 struct delete_job {
     struct manager *m;
-    struct evhttp_request *req;
     char *node_socket;
     char id[SANDBOX_ID_LEN + 1];
     int r, status;
+    snapshots_removed_fn done;
+    void *userdata;
 };
 
 static void delete_work(void *p)
@@ -339,27 +340,64 @@ static void delete_work(void *p)
 static void delete_done(void *p)
 {
     struct delete_job *j = p;
+    int r;
 
     if (j->r < 0 || (j->status >= 300 && j->status != 404)) {
-        http_util_reply_error(j->req, 502, "the node could not delete snapshot '%s': %s", j->id,
-                              j->r < 0 ? strerror(-j->r) : "it answered an error");
+        r = -EREMOTEIO;
     } else {
-        int r = store_snapshot_delete(j->m->store, j->id);
-        if (r < 0 && r != -ENOENT) {
-            http_util_reply_error(j->req, 500, "cannot delete snapshot '%s': %s", j->id,
-                                  strerror(-r));
-        } else {
-            evhttp_send_reply(j->req, 204, "No Content", NULL);
-        }
+        r = store_snapshot_delete(j->m->store, j->id);
+        r = r == -ENOENT ? 0 : r;
+    }
+    if (j->done) {
+        j->done(j->m, j->id, r, j->userdata);
     }
     free(j->node_socket);
     free(j);
 }
 
+int snapshots_remove(struct manager *m, const char *id, snapshots_removed_fn done, void *userdata)
+{
+    struct delete_job *j;
+    int r =
+        store_snapshot_set_state(m->store, id, STORE_SNAPSHOT_DELETING, (int64_t)now_realtime());
+
+    if (r < 0) {
+        return r;
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        return -ENOMEM;
+    }
+    *j = (struct delete_job){
+        .m = m, .node_socket = strdup(m->node_socket), .done = done, .userdata = userdata
+    };
+    snprintf(j->id, sizeof(j->id), "%s", id);
+    r = j->node_socket ? event_util_run_job(m->base, &m->jobs, delete_work, delete_done, j)
+                       : -ENOMEM;
+    if (r < 0) {
+        free(j->node_socket);
+        free(j);
+    }
+    return r;
+}
+
+static void delete_replied(struct manager *m, const char *id, int r, void *userdata)
+{
+    struct evhttp_request *req = userdata;
+
+    (void)m;
+    if (r == -EREMOTEIO) {
+        http_util_reply_error(req, 502, "the node could not delete snapshot '%s'", id);
+    } else if (r < 0) {
+        http_util_reply_error(req, 500, "cannot delete snapshot '%s': %s", id, strerror(-r));
+    } else {
+        evhttp_send_reply(req, 204, "No Content", NULL);
+    }
+}
+
 static void snapshot_delete(struct request_ctx *c, const char *what)
 {
     struct store_snapshot snap = { 0 };
-    struct delete_job *j = NULL;
     int r = get_mine(c->m, c->id, &snap);
 
     if (r < 0) {
@@ -368,26 +406,9 @@ static void snapshot_delete(struct request_ctx *c, const char *what)
     }
     if (strcmp(snap.state, STORE_SNAPSHOT_PENDING) == 0) {
         http_util_reply_error(c->req, 409, "snapshot '%s' is still being taken", c->id);
-        goto out;
-    }
-    r = store_snapshot_set_state(c->m->store, c->id, STORE_SNAPSHOT_DELETING,
-                                 (int64_t)now_realtime());
-    j = r >= 0 ? calloc(1, sizeof(*j)) : NULL;
-    if (j) {
-        *j = (struct delete_job){ .m = c->m,
-                                  .req = c->req,
-                                  .node_socket = strdup(c->m->node_socket) };
-        snprintf(j->id, sizeof(j->id), "%s", c->id);
-    }
-    if (!j || !j->node_socket ||
-        event_util_run_job(c->m->base, &c->m->jobs, delete_work, delete_done, j) < 0) {
-        if (j) {
-            free(j->node_socket);
-        }
-        free(j);
+    } else if (snapshots_remove(c->m, c->id, delete_replied, c->req) < 0) {
         http_util_reply_error(c->req, 500, "cannot delete snapshot '%s'", c->id);
     }
-out:
     store_snapshot_release(&snap);
 }
 

@@ -22,6 +22,15 @@
 int snapshots_resolve_create(struct manager *m, const char *template_id,
                              struct lifecycle_create_params *p);
 
+/*
+ * Removes snapshot id: its row "deleting" (no create restores it from then on), the node's
+ * files on a worker, then the row. done runs on the loop with 0, -EREMOTEIO when the node
+ * failed (unreachable or an error: the row stays "deleting" and a DELETE finishes it), or the
+ * store's error. A negative return: nothing was started and done will not run.
+ */
+typedef void (*snapshots_removed_fn)(struct manager *m, const char *id, int r, void *userdata);
+int snapshots_remove(struct manager *m, const char *id, snapshots_removed_fn done, void *userdata);
+
 /* Native v1. */
 void http_snapshot_create(struct request_ctx *c);
 void http_snapshot_list(struct request_ctx *c);

@@ -1,8 +1,9 @@
 /*
  * space snapshot create SANDBOX [--name N] [--kind full|disk] | ls [--sandbox ID] [--json] |
- * rm ID...: snapshots of sandboxes (docs/architecture.md "A sandbox's life"). create waits
- * until the node committed the snapshot; a full one is what `space sandbox create --snapshot`
- * (native "snapshot") branches new sandboxes from.
+ * rm ID... | branch SANDBOX [-n N] [--timeout S]: snapshots of sandboxes (docs/architecture.md
+ * "A sandbox's life"). create waits until the node committed the snapshot; a full one is what
+ * a native create's "snapshot" branches new sandboxes from. branch does it in one go for a live
+ * sandbox (POST /v1/sandboxes/{id}/branch: one snapshot, N sandboxes, the snapshot removed).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -18,7 +19,10 @@ static const char usage_text[] =
     "usage: space snapshot create SANDBOX [--name NAME] [--kind full|disk]\n"
     "       space snapshot ls [--sandbox SANDBOX] [--json]\n"
     "       space snapshot rm SNAPSHOT...\n"
-    "A full snapshot (the default) holds memory and disk: new sandboxes are created from it.\n";
+    "       space snapshot branch SANDBOX [-n COUNT] [--timeout SECONDS]\n"
+    "A full snapshot (the default) holds memory and disk: new sandboxes are created from it.\n"
+    "branch: COUNT (1-16, default 1) new sandboxes from one snapshot of a live one, taken and\n"
+    "removed for it; prints their ids, one a line (a branch that failed: on stderr, exit 1).\n";
 
 static int create(int argc, char **argv)
 {
@@ -148,8 +152,58 @@ static int rm(int argc, char **argv)
     return r;
 }
 
+static int branch(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "count", required_argument, NULL, 'n' },
+        { "timeout", required_argument, NULL, 't' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 },
+    };
+    json_t *body = json_object(), *res = NULL, *item;
+    char path[128], *end;
+    size_t i;
+    int c, r = 1;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+        long long v = (c == 'n' || c == 't') ? strtoll(optarg, &end, 10) : 0;
+        if ((c == 'n' || c == 't') && *optarg && !*end && v >= 0) {
+            json_object_set_new(body, c == 'n' ? "count" : "timeout_s", json_integer(v));
+        } else {
+            json_decref(body);
+            return cli_usage(c == 'h', usage_text);
+        }
+    }
+    if (optind != argc - 1 || !sandbox_id_is_valid(argv[optind])) {
+        json_decref(body);
+        return cli_usage(false, usage_text);
+    }
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/branch", argv[optind]);
+    if (client_call_ok("POST", path, body, &res) >= 0) {
+        r = 0;
+        json_array_foreach (json_object_get(res, "sandboxes"), i, item) {
+            json_t *sb = json_object_get(item, "sandbox"), *err = json_object_get(item, "error");
+            if (sb) {
+                printf("%s\n", json_string_value(json_object_get(sb, "id")));
+            } else {
+                fprintf(stderr, "space: branch %zu: %s (%lld)\n", i + 1,
+                        json_string_value(json_object_get(err, "message")),
+                        (long long)json_integer_value(json_object_get(err, "code")));
+                r = 1;
+            }
+        }
+    }
+    json_decref(body);
+    json_decref(res);
+    return r;
+}
+
 int cmd_snapshot(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "branch") == 0) {
+        return branch(argc - 1, argv + 1);
+    }
     if (argc >= 2 && strcmp(argv[1], "create") == 0) {
         return create(argc - 1, argv + 1);
     }

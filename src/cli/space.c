@@ -24,7 +24,7 @@ static const struct {
     { "keys", cmd_keys, "create|ls|rm API keys" },
     { "secret", cmd_secret, "create|list|rotate|delete secrets injected on egress" },
     { "snapshot", cmd_snapshot,
-      "create|ls|rm snapshots of sandboxes (new sandboxes start from them)" },
+      "create|ls|rm snapshots of sandboxes (new sandboxes start from them); branch a live one" },
     { "bench", cmd_bench, "measure the platform (bench create)" },
 };
 

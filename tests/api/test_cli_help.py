@@ -11,7 +11,7 @@ HELP = [
     "up", "down", "sandbox", "sandbox create", "sandbox ls", "sandbox get", "sandbox kill",
     "sandbox exec", "sandbox cp", "sandbox egress", "sandbox network", "template",
     "template build", "template ls", "keys", "keys create", "keys ls", "keys rm", "bench",
-    "snapshot", "snapshot create", "snapshot ls", "snapshot rm",
+    "snapshot", "snapshot create", "snapshot ls", "snapshot rm", "snapshot branch",
 ]
 
 
@@ -44,7 +44,9 @@ def test_help_is_usage_on_stdout(space, cmd, flag):
                                   ["sandbox", "create", "--bogus"], ["sandbox", "exec"],
                                   ["sandbox", "get"], ["keys"], ["template", "bogus"],
                                   ["snapshot"], ["snapshot", "create"],
-                                  ["snapshot", "create", "not-an-id"], ["snapshot", "ls", "x"]])
+                                  ["snapshot", "create", "not-an-id"], ["snapshot", "ls", "x"],
+                                  ["snapshot", "branch"], ["snapshot", "branch", "not-an-id"],
+                                  ["snapshot", "branch", "-n", "x", "aaaaaaaaaaaaaaaaaaaa"]])
 def test_wrong_usage_is_stderr_and_2(space, args):
     r = space(*args)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)

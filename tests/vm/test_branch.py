@@ -133,3 +133,69 @@ def counter_or_zero(plat, sid):
                               "user": "root"})
     out = base64.b64decode(res.get("stdout_b64", "")).decode().strip() if status == 200 else ""
     return int(out) if out.isdigit() else 0
+
+
+RANDOM = "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'"
+
+
+def test_branch_a_running_sandbox_into_three(plat):
+    """POST /v1/sandboxes/{id}/branch {count: 3}: one capture of the running parent (memory and
+    disk at one instant; it runs on), three sandboxes restored from it, each its own."""
+    src = create(plat, template="base", env={"FROM": "parent"})["id"]
+    made = []
+    try:
+        # A file synced to disk, one only in the page cache (never fsync'd: only the memory
+        # capture has it), and the counter, which lives in RAM only.
+        sh(plat, src, "echo synced > /root/synced; sync; echo cached > /root/cached; "
+                      f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/pid")
+        deadline = time.monotonic() + 60
+        while counter_or_zero(plat, src) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        before = counter(plat, src)
+        t0 = time.monotonic()
+        status, res = plat.admin("POST", f"/v1/sandboxes/{src}/branch", {"count": 3})
+        print(f"branch into 3: {(time.monotonic() - t0) * 1000:.0f} ms")
+        assert status == 201, res
+        assert all(set(i) == {"sandbox"} for i in res["sandboxes"]), res
+        made = [i["sandbox"]["id"] for i in res["sandboxes"]]
+        assert len(set(made)) == 3 and src not in made, made
+        # The intermediate snapshot is gone: the branches need nothing of it (branch.h).
+        assert plat.admin("GET", "/v1/snapshots")[1]["snapshots"] == []
+
+        pid = sh(plat, src, "cat /dev/shm/pid").strip()
+        firsts = {}
+        for sid in made:
+            sb = plat.admin("GET", f"/v1/sandboxes/{sid}")[1]
+            assert sb["state"] == "running" and sb["template"] == "base", sb
+            assert sh(plat, sid, "cat /root/synced /root/cached") == "synced\ncached\n"
+            assert sh(plat, sid, f"kill -0 {pid} && echo alive") == "alive\n"
+            firsts[sid] = counter(plat, sid)
+            assert firsts[sid] >= before, (firsts, before)
+            assert sh(plat, sid, "hostname").strip() == sid
+            assert sh(plat, sid, 'echo "$E2B_SANDBOX_ID $FROM"') == f"{sid} parent\n"
+        time.sleep(1)
+        for sid in made:
+            assert counter(plat, sid) > firsts[sid]  # each counter runs on, in its own VM
+        # The parent ran on through it all.
+        assert counter(plat, src) > before
+        assert sh(plat, src, "hostname").strip() == src
+
+        # Each has its own RNG state: no two read the same bytes, nor the parent's.
+        rand = [sh(plat, sid, RANDOM) for sid in [src] + made]
+        assert len(set(rand)) == 4 and all(len(r) == 32 for r in rand), rand
+        machines = [sh(plat, sid, MACHINE_ID) for sid in [src] + made]
+        assert not machines[0] or len(set(machines)) == 4, machines
+
+        # They diverge: a write or a kill in one is seen by nobody else.
+        for i, sid in enumerate(made):
+            sh(plat, sid, f"echo branch-{i} > /root/cached")
+        sh(plat, made[0], f"kill {pid}")
+        for i, sid in enumerate(made):
+            assert sh(plat, sid, "cat /root/cached") == f"branch-{i}\n"
+        assert sh(plat, src, "cat /root/cached") == "cached\n"
+        assert sh(plat, made[1], f"kill -0 {pid} && echo alive") == "alive\n"
+        assert sh(plat, src, f"kill -0 {pid} && echo alive") == "alive\n"
+    finally:
+        for sid in [src] + made:
+            kill(plat, sid)
