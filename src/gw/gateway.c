@@ -84,11 +84,13 @@
 #define GW_SNIFF_MAX 16 /* bytes enough to tell HTTP from the rest */
 #define GW_METHOD_MAX 15
 #define GW_LIBEVENT_READ 4096u /* the most libevent 2.1 reads into a socket bufferevent at once */
-#define GW_SPLICE_MIN (64u * 1024)   /* a plain response body left this long is spliced */
-#define GW_SPLICE_PIPE (256u * 1024) /* asked for its pipe (the default 64 KiB if refused) */
+#define GW_SPLICE_MIN (64u * 1024)       /* a plain response body left this long is spliced */
+#define GW_SPLICE_PIPE (256u * 1024)     /* asked for its pipe (the default 64 KiB if refused) */
+#define GW_SPLICE_BULK RELAY_BULK_BUFFER /* ... for a body of at least this (a download) */
 #define GW_TLS_BATCH                                                                               \
     (256u * 1024) /* a terminated TLS body: decrypted per batch (tls_body_pump()) */
-#define GW_TLS_READ_BUF (64u * 1024) /* the upstream SSL's read-ahead buffer meanwhile */
+#define GW_TLS_READ_BUF (256u * 1024)           /* the upstream SSL's read-ahead buffer meanwhile */
+#define GW_TLS_WBUF (GW_TLS_BATCH + 16u * 1024) /* the guest's records, gathered per write() */
 #define GW_TLS_ROUNDS 4 /* batches per wakeup, so one download cannot starve the loop */
 
 enum phase { PH_SNIFF, PH_DIAL_TCP, PH_TCP, PH_HTTP, PH_CLOSED };
@@ -141,7 +143,7 @@ struct gw_conn {
      * through one batch buffer (tls_body_pump()); tb_off..tb_len is still to be written */
     uint8_t *tb_buf;
     size_t tb_len, tb_off;
-    bool tb_rd_blocked;
+    BIO *tb_wbio; /* the guest SSL's write buffer meanwhile (owned by that SSL) */
     unsigned requests;
     /* the exchange being audited */
     char host[POLICY_NAME_MAX + 1];
@@ -870,8 +872,10 @@ static void splice_start(struct gw_conn *c)
         conn_close(c, "no pipe for the body");
         return;
     }
-    /* Bigger than the default 16 slots when the pipe limits allow (fcntl fails otherwise). */
-    (void)fcntl(c->sp_pipe[1], F_SETPIPE_SZ, (int)GW_SPLICE_PIPE);
+    /* Bigger than the default 16 slots when the pipe limits allow (fcntl fails otherwise);
+     * as big as the raw relay's bulk pipe for a body that fills it (a download). */
+    (void)fcntl(c->sp_pipe[1], F_SETPIPE_SZ,
+                (int)(c->resp_body.remaining >= GW_SPLICE_BULK ? GW_SPLICE_BULK : GW_SPLICE_PIPE));
     cap = fcntl(c->sp_pipe[1], F_GETPIPE_SZ);
     c->sp_cap = cap > 0 ? (size_t)cap : RELAY_BUFFER;
     c->sp_in_pipe = 0;
@@ -887,23 +891,32 @@ static void splice_start(struct gw_conn *c)
 }
 
 /*
- * The rest of a long Content-Length body over terminated TLS: the bytes
- * must be decrypted and encrypted again, but not one record per wakeup
- * through two bufferevents and their evbuffers. The upstream SSL reads
- * ahead (one read() takes many records) and is drained with SSL_read()
- * into one buffer of GW_TLS_BATCH, never past resp_body.remaining, so
- * the framing stays exact: what the upstream sends after the body stays
- * in its SSL (the connection is then not kept) and the next request is
- * read and checked only after this response, as when splicing. The
- * buffer is written to the guest's SSL whole before more is read
- * (backpressure: at most one batch in our memory each way, the sockets'
- * own buffers beyond it). Both bufferevents stand still meanwhile: their
+ * The rest of a long body over terminated TLS (Content-Length, or chunked:
+ * its end is found by the same framing code as on the bufferevent path):
+ * the bytes must be decrypted and encrypted again, but not one record per
+ * wakeup through two bufferevents and their evbuffers. The upstream SSL
+ * reads ahead (one read() takes many records) and is drained with
+ * SSL_read() into one buffer of GW_TLS_BATCH. The framing stays exact: a
+ * Content-Length body is never read past its length, and of a chunked one
+ * only the bytes http1_body_feed() counts as the body are kept; anything
+ * the upstream sent after the body (left in its SSL, or read with the last
+ * chunk) means its connection is not kept, as when an early byte arrives
+ * on a kept connection; the next request is read and checked only after
+ * this response, as when splicing. The buffer is written to the guest's
+ * SSL whole, through a write buffer (tb_wbio, a BIO_f_buffer() over the
+ * guest socket's BIO) that gathers a batch's records into one write() of
+ * the socket instead of one per 16 KiB record (fewer syscalls, and
+ * full-sized segments despite TCP_NODELAY); it is flushed after every
+ * batch, so a slowly streamed body is still passed on as it arrives.
+ * Backpressure: at most one batch in our memory each way, the sockets' own
+ * buffers beyond it. Both bufferevents stand still meanwhile: their
  * evbuffers are empty when this starts (the guest's output flushed, the
  * upstream input consumed) and the SSLs are theirs again after it.
  */
 static void tls_body_end(struct gw_conn *c)
 {
     SSL *up = bufferevent_openssl_get_ssl(c->upstream);
+    SSL *down = bufferevent_openssl_get_ssl(c->client);
 
     sp_set(c->sp_rd, &c->sp_rd_on, false);
     sp_set(c->sp_wr, &c->sp_wr_on, false);
@@ -913,6 +926,13 @@ static void tls_body_end(struct gw_conn *c)
     free(c->tb_buf); /* an idle kept-alive connection holds no batch buffer */
     c->tb_buf = NULL;
     c->tb_len = c->tb_off = 0;
+    if (c->tb_wbio) {
+        /* Flushed (tls_body_pump() ends only then): the socket BIO is the SSL's again, and
+         * setting it frees the buffer BIO. */
+        BIO *sock = BIO_pop(c->tb_wbio);
+        SSL_set0_wbio(down, sock);
+        c->tb_wbio = NULL;
+    }
     /* libevent 2.1's bufferevent_openssl would not see records read ahead (only SSL_pending()),
      * so read-ahead goes off again, and an upstream with anything left after the body is not
      * reused (as when an early byte arrives on a kept connection). */
@@ -945,47 +965,90 @@ static int tls_body_err(struct gw_conn *c, SSL *ssl, int r, bool upstream)
     return -1;
 }
 
+/* Writes the batch to the guest's SSL and flushes its write buffer. Returns 1 when all of it is
+ * in the socket, 0 when the socket is full (wait for EV_WRITE), <0 when the connection ended. */
+static int tls_body_write(struct gw_conn *c, SSL *down, bool *progress)
+{
+    int r;
+
+    while (c->tb_off < c->tb_len) {
+        /* After WANT_WRITE the same bytes are offered again (same buffer, same length). */
+        r = SSL_write(down, c->tb_buf + c->tb_off, (int)(c->tb_len - c->tb_off));
+        if (r <= 0) {
+            r = tls_body_err(c, down, r, false);
+            return r < 0 ? r : 0;
+        }
+        c->tb_off += (size_t)r;
+        c->ex_in += (uint64_t)r;
+        *progress = true;
+    }
+    if (c->tb_wbio && BIO_ctrl_wpending(c->tb_wbio) > 0) {
+        size_t before = BIO_ctrl_wpending(c->tb_wbio);
+        if (BIO_flush(c->tb_wbio) <= 0) {
+            if (!BIO_should_retry(c->tb_wbio)) {
+                conn_close(c, "client error");
+                return -1;
+            }
+            *progress = *progress || BIO_ctrl_wpending(c->tb_wbio) < before;
+            return 0;
+        }
+        *progress = true;
+    }
+    return 1;
+}
+
+/* Reads the next batch from the upstream's SSL, never past the body. Returns 1 when the SSL
+ * would block, 0 when the batch is full or the body complete, <0 when the connection ended. */
+static int tls_body_read(struct gw_conn *c, SSL *up, bool *progress)
+{
+    int r;
+
+    while (c->tb_len < GW_TLS_BATCH && !c->resp_body.done) {
+        size_t want = GW_TLS_BATCH - c->tb_len;
+        if (c->resp_body.kind == HTTP1_BODY_LENGTH) {
+            want = (size_t)MIN(c->resp_body.remaining, (uint64_t)want);
+        }
+        r = SSL_read(up, c->tb_buf + c->tb_len, (int)want);
+        if (r <= 0) {
+            r = tls_body_err(c, up, r, true);
+            return r < 0 ? r : 1;
+        }
+        ssize_t n = http1_body_feed(&c->resp_body, (const char *)c->tb_buf + c->tb_len, (size_t)r,
+                                    NULL, NULL);
+        if (n < 0) {
+            conn_close(c, "malformed upstream body");
+            return -1;
+        }
+        if (n < r) {
+            c->up_reusable = false; /* bytes after the body: dropped, the connection not kept */
+        }
+        c->tb_len += (size_t)n;
+        *progress = true;
+    }
+    return 0;
+}
+
 static void tls_body_pump(struct gw_conn *c)
 {
     SSL *up = bufferevent_openssl_get_ssl(c->upstream);
     SSL *down = bufferevent_openssl_get_ssl(c->client);
+    bool written = false;
     int r;
 
     for (unsigned round = 0; round < GW_TLS_ROUNDS; round++) {
         bool progress = false;
-        while (c->tb_off < c->tb_len) {
-            /* After WANT_WRITE the same bytes are offered again (same buffer, same length). */
-            r = SSL_write(down, c->tb_buf + c->tb_off, (int)(c->tb_len - c->tb_off));
-            if (r <= 0) {
-                if (tls_body_err(c, down, r, false) < 0) {
-                    return;
-                }
-                break;
-            }
-            c->tb_off += (size_t)r;
-            c->ex_in += (uint64_t)r;
-            progress = true;
+        r = tls_body_write(c, down, &progress);
+        if (r < 0) {
+            return;
         }
-        if (c->tb_off == c->tb_len) {
+        written = r > 0;
+        if (written) {
             c->tb_off = c->tb_len = 0;
-            c->tb_rd_blocked = false;
-            while (c->tb_len < GW_TLS_BATCH && c->resp_body.remaining > 0) {
-                size_t want =
-                    (size_t)MIN(c->resp_body.remaining, (uint64_t)(GW_TLS_BATCH - c->tb_len));
-                r = SSL_read(up, c->tb_buf + c->tb_len, (int)want);
-                if (r <= 0) {
-                    if (tls_body_err(c, up, r, true) < 0) {
-                        return;
-                    }
-                    c->tb_rd_blocked = true;
-                    break;
-                }
-                c->tb_len += (size_t)r;
-                c->resp_body.remaining -= (uint64_t)r;
-                progress = true;
+            if (tls_body_read(c, up, &progress) < 0) {
+                return;
             }
         }
-        if (c->tb_len == 0 && c->resp_body.remaining == 0) {
+        if (c->tb_len == 0 && c->resp_body.done) {
             tls_body_end(c);
             return;
         }
@@ -994,14 +1057,13 @@ static void tls_body_pump(struct gw_conn *c)
         }
         touch(c);
     }
-    bool want_rd = c->tb_len == 0 && c->resp_body.remaining > 0;
+    /* Waiting for the upstream only with nothing left to write: SSL_read() said WANT_READ,
+     * so the socket is empty and whatever record is partly in the SSL completes with bytes
+     * still to come. Otherwise for the guest's socket: blocked, or (the round bound) a batch
+     * read and not yet written. */
+    bool want_rd = written && c->tb_len == 0 && !c->resp_body.done;
     sp_set(c->sp_rd, &c->sp_rd_on, want_rd);
-    sp_set(c->sp_wr, &c->sp_wr_on, c->tb_off < c->tb_len);
-    if (want_rd && !c->tb_rd_blocked) {
-        /* Stopped by the round bound, maybe with records already read ahead inside the SSL:
-         * the socket may never become readable for them, so the next round is queued. */
-        event_active(c->sp_rd, EV_READ, 1);
-    }
+    sp_set(c->sp_wr, &c->sp_wr_on, !want_rd);
 }
 
 static void tls_body_cb(evutil_socket_t fd, short what, void *userdata)
@@ -1013,17 +1075,29 @@ static void tls_body_start(struct gw_conn *c)
 {
     struct event_base *base = c->g->sb->gw->base;
     SSL *up = bufferevent_openssl_get_ssl(c->upstream);
+    SSL *down = bufferevent_openssl_get_ssl(c->client);
+    BIO *sock = down ? SSL_get_wbio(down) : NULL;
 
     c->tb_buf = malloc(GW_TLS_BATCH);
     c->tb_len = c->tb_off = 0;
-    c->tb_rd_blocked = false;
     c->sp_rd =
         event_new(base, bufferevent_getfd(c->upstream), EV_READ | EV_PERSIST, tls_body_cb, c);
     c->sp_wr = event_new(base, bufferevent_getfd(c->client), EV_WRITE | EV_PERSIST, tls_body_cb, c);
     c->sp_rd_on = c->sp_wr_on = false;
-    if (!c->tb_buf || !c->sp_rd || !c->sp_wr || !up || !bufferevent_openssl_get_ssl(c->client)) {
+    if (!c->tb_buf || !c->sp_rd || !c->sp_wr || !up || !sock) {
         conn_close(c, "out of memory");
         return;
+    }
+    /* The guest's records gathered per batch (the comment above); without it (no memory),
+     * one write() per record as before. The chain holds its own reference to the socket BIO,
+     * which SSL_set0_wbio() takes from the SSL's. */
+    c->tb_wbio = BIO_new(BIO_f_buffer());
+    if (c->tb_wbio && BIO_set_write_buffer_size(c->tb_wbio, GW_TLS_WBUF) > 0 && BIO_up_ref(sock)) {
+        BIO_push(c->tb_wbio, sock);
+        SSL_set0_wbio(down, c->tb_wbio);
+    } else {
+        BIO_free(c->tb_wbio);
+        c->tb_wbio = NULL;
     }
     bufferevent_disable(c->client, EV_WRITE);
     bufferevent_disable(c->upstream, EV_WRITE);
@@ -1155,8 +1229,13 @@ static void down_pump(struct gw_conn *c)
             response_done(c);
             return;
         }
-        if (c->resp_body.kind == HTTP1_BODY_LENGTH && c->resp_body.remaining >= GW_SPLICE_MIN &&
-            evbuffer_get_length(in) == 0 && (c->up == UP_NEXT || c->up == UP_DISCARD)) {
+        /* A long Content-Length body is spliced (or batched over TLS); a chunked one is batched
+         * over TLS once what came with the head is through (its end is found in the batches
+         * as here), while plain it stays here: splicing would not see its framing. */
+        bool batch = c->resp_body.kind == HTTP1_BODY_LENGTH
+                         ? c->resp_body.remaining >= GW_SPLICE_MIN
+                         : c->tls && c->resp_body.kind == HTTP1_BODY_CHUNKED;
+        if (batch && evbuffer_get_length(in) == 0 && (c->up == UP_NEXT || c->up == UP_DISCARD)) {
             splice_body(c);
             return;
         }

@@ -27,7 +27,8 @@ CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL("libc.so.6", use_errno=True)
 
 HTTP_SERVER = r'''
-import http.server, socketserver, ssl, sys, threading
+import http.server, os, socketserver, ssl, sys, threading, time
+CHUNKED_SIZE = 3 << 20
 log = open(sys.argv[1], "a", buffering=1)
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -50,6 +51,9 @@ class H(http.server.BaseHTTPRequestHandler):
                 self.connection.sendall(data)
             self.close_connection = True
             return
+        if self.path.startswith("/chunked"):
+            self.chunked(self.path)
+            return
         body = (b"leak\n" if local == "198.18.1.66" else
                 f"host={host} path={self.path}\n".encode())
         if self.path.startswith("/big"):
@@ -59,6 +63,35 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
     do_POST = do_GET
+    def chunked(self, path):
+        # /chunked: CHUNKED_SIZE bytes in chunks of varied sizes (and a trailer);
+        # /chunked-extra: a short one, then the bytes of a second response right behind it
+        # (an upstream the gateway must not believe); /chunked-wait: one chunk, then the rest
+        # once the file named by the query exists (a stream passed on as it comes).
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        w = self.wfile
+        if path.startswith("/chunked-wait"):
+            w.write(b"5\r\nfirst\r\n")
+            flag = path.split("?", 1)[1]
+            for _ in range(600):
+                if os.path.exists(flag):
+                    break
+                time.sleep(0.05)
+            w.write(b"4\r\nrest\r\n0\r\n\r\n")
+            return
+        if path.startswith("/chunked-extra"):
+            w.write(b"%x\r\n" % 200000 + b"e" * 200000 + b"\r\n0\r\n\r\n"
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nevil!\n")
+            return
+        left, k = CHUNKED_SIZE, 0
+        while left:
+            n = min(left, (1, 7, 4096, 16384, 65536, 100003)[k % 6])
+            w.write(b"%x\r\n" % n + bytes([97 + k % 26]) * n + b"\r\n")
+            left -= n
+            k += 1
+        w.write(b"0\r\nX-Trailer: t\r\n\r\n")
     def log_message(self, *a):
         pass
 class S(socketserver.ThreadingMixIn, http.server.HTTPServer):

@@ -486,6 +486,83 @@ def test_tls_large_body_keeps_framing(env):
     assert "/big-no" not in world.read(world.http_log)
 
 
+def read_chunked(s):
+    """One chunked HTTP/1.1 response: (status, decoded body, trailer block, bytes read past
+    its end)."""
+    buf = b""
+
+    def need(pred):
+        nonlocal buf
+        while not pred():
+            chunk = s.recv(65536)
+            assert chunk, f"EOF inside a chunked response after {len(buf)} bytes"
+            buf += chunk
+
+    need(lambda: b"\r\n\r\n" in buf)
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    assert b"transfer-encoding: chunked" in head.lower(), head
+    body = []
+    while True:
+        need(lambda: b"\r\n" in buf)
+        line, buf = buf.split(b"\r\n", 1)
+        n = int(line.split(b";")[0], 16)
+        if n == 0:
+            need(lambda: buf.startswith(b"\r\n") or b"\r\n\r\n" in buf)
+            trailer, _, buf = buf.partition(b"\r\n") if buf.startswith(b"\r\n") else \
+                buf.partition(b"\r\n\r\n")
+            return int(head.split(b" ", 2)[1]), b"".join(body), trailer, buf
+        need(lambda: len(buf) >= n + 2)
+        body.append(buf[:n])
+        assert buf[n:n + 2] == b"\r\n"
+        buf = buf[n + 2:]
+
+
+def test_tls_chunked_body_batched(env):
+    # A chunked body over terminated TLS moves in batches too: every byte of it and nothing
+    # after it (an upstream's extra bytes are dropped with its connection), a slow stream
+    # passed on as it comes, and the next requests still read and Host-checked.
+    world, gw, ctl = env
+    assert dns_query(world, "allowed.test")[0] == 0
+    s = tls_connect(world, "198.18.1.10", "allowed.test", world.egress_ca)
+    s.settimeout(60)
+    sizes, k, left = [], 0, 3 << 20
+    while left:
+        sizes.append(min(left, (1, 7, 4096, 16384, 65536, 100003)[k % 6]))
+        left -= sizes[-1]
+        k += 1
+    want = b"".join(bytes([97 + i % 26]) * n for i, n in enumerate(sizes))
+    for _ in range(2):
+        s.sendall(b"GET /chunked HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+        status, body, trailer, extra = read_chunked(s)
+        assert (status, len(body), trailer, extra) == (200, len(want), b"X-Trailer: t", b"")
+        assert body == want
+    s.sendall(b"GET /chunked-extra HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    status, body, trailer, extra = read_chunked(s)
+    assert (status, body, extra) == (200, b"e" * 200000, b"")
+    s.sendall(b"GET /after-extra HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    status, body = read_response(s)
+    assert status == 200 and body == b"host=allowed.test path=/after-extra\n", body
+    flag = os.path.join(world.tmp, "chunked-go")
+    s.sendall(b"GET /chunked-wait?" + flag.encode() + b" HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    got = b""
+    while b"first" not in got:  # before the rest is even sent
+        chunk = s.recv(65536)
+        assert chunk, got
+        got += chunk
+    assert b"rest" not in got
+    open(flag, "w").close()
+    while not got.endswith(b"0\r\n\r\n"):
+        chunk = s.recv(65536)
+        assert chunk, got
+        got += chunk
+    assert got.split(b"\r\n\r\n", 1)[1] == b"5\r\nfirst\r\n4\r\nrest\r\n0\r\n\r\n", got
+    s.sendall(b"GET /chunked-no HTTP/1.1\r\nHost: forbidden.test\r\n\r\n")
+    status, body = read_response(s)
+    assert status == 403 and b"host-mismatch" in body, body
+    s.close()
+    assert "/chunked-no" not in world.read(world.http_log)
+
+
 def test_tls_forbidden_or_missing_sni_denied(env):
     import ssl
     world, gw, ctl = env
