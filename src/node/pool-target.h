@@ -18,10 +18,10 @@
 #define POOL_RATE_BUCKETS 12
 
 struct pool_rate {
-    usec_t window;        /* creates are counted over this span; > 0 */
-    bool started;         /* a create was counted (bucket_start means something) */
-    usec_t bucket_start;  /* where the newest bucket begins */
-    unsigned head;        /* index of the newest bucket */
+    usec_t window;       /* creates are counted over this span; > 0 */
+    bool started;        /* a create was counted (bucket_start means something) */
+    usec_t bucket_start; /* where the newest bucket begins */
+    unsigned head;       /* index of the newest bucket */
     unsigned counts[POOL_RATE_BUCKETS];
 };
 

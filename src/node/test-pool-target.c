@@ -37,7 +37,7 @@ static void test_burst_counts_then_expires(void **state)
 static void test_sliding_window_drops_old_buckets_only(void **state)
 {
     struct pool_rate r;
-    usec_t t0 = 0; /* zero is a valid time */
+    usec_t t0 = 0;                /* zero is a valid time */
     pool_rate_init(&r, 60 * SEC); /* 5 s buckets */
     pool_rate_add(&r, t0);
     pool_rate_add(&r, t0 + 30 * SEC);
