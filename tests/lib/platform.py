@@ -349,6 +349,24 @@ class Platform:
         finally:
             conn.close()
 
+    def exec(self, sid, cmd, *args, user="root", timeout_ms=300000, env=None):
+        import base64
+        body = dict(cmd=cmd, args=list(args), user=user, timeout_ms=timeout_ms)
+        if env:
+            body["env"] = env
+        status, res = self.admin("POST", f"/v1/sandboxes/{sid}/exec", body,
+                                 timeout=timeout_ms / 1000 + 60)
+        assert status == 200, (status, res)
+        res["stdout"] = base64.b64decode(res["stdout_b64"]).decode(errors="replace")
+        res["stderr"] = base64.b64decode(res["stderr_b64"]).decode(errors="replace")
+        return res
+
+    def sh(self, sid, script, user="root", timeout_ms=60000):
+        """Runs a shell script in the guest, asserts it exited 0, returns its stdout as text."""
+        res = self.exec(sid, "/bin/sh", "-c", script, user=user, timeout_ms=timeout_ms)
+        assert res["exit_code"] == 0, res
+        return res["stdout"]
+
     def crash_api(self):
         self.api.send_signal(signal.SIGKILL)
         self.api.wait(timeout=30)
@@ -579,18 +597,6 @@ class EgressPlatform(Platform):
                                  timeout=timeout + 30)
         assert status == 200 and res["state"] == "succeeded", (status, res, self.node.log())
         return sid
-
-    def exec(self, sid, cmd, *args, user="root", timeout_ms=300000, env=None):
-        import base64
-        body = dict(cmd=cmd, args=list(args), user=user, timeout_ms=timeout_ms)
-        if env:
-            body["env"] = env
-        status, res = self.admin("POST", f"/v1/sandboxes/{sid}/exec", body,
-                                 timeout=timeout_ms / 1000 + 60)
-        assert status == 200, (status, res)
-        res["stdout"] = base64.b64decode(res["stdout_b64"]).decode(errors="replace")
-        res["stderr"] = base64.b64decode(res["stderr_b64"]).decode(errors="replace")
-        return res
 
     def set_network(self, sid, policy):
         status, res = self.admin("PUT", f"/v1/sandboxes/{sid}/network", policy)

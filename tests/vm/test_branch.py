@@ -14,26 +14,16 @@ import time
 
 import pytest
 
-from lib.platform import store_platform
+from lib.platform import COUNTER, store_platform
 
 # Written by the agent's /init where it may (identity.c); absent otherwise.
 MACHINE_ID = "cat /etc/machine-id 2>/dev/null; true"
-COUNTER = ('i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; '
-           'mv /dev/shm/count.tmp /dev/shm/count; sleep 0.2; done')
 
 
 @pytest.fixture(scope="module")
 def plat():
     with store_platform("branch", "sqlite") as p:
         yield p
-
-
-def sh(plat, sid, script):
-    status, res = plat.admin("POST", f"/v1/sandboxes/{sid}/exec",
-                             {"cmd": "sh", "args": ["-c", script], "timeout_ms": 60000,
-                              "user": "root"})
-    assert status == 200 and res["exit_code"] == 0, (status, res)
-    return base64.b64decode(res["stdout_b64"]).decode()
 
 
 def create(plat, **body):
@@ -47,14 +37,14 @@ def kill(plat, sid):
 
 
 def counter(plat, sid):
-    return int(sh(plat, sid, "cat /dev/shm/count").strip())
+    return int(plat.sh(sid, "cat /dev/shm/count").strip())
 
 
 def test_two_branches_are_independent_and_outlive_the_source(plat):
     src = create(plat, template="base")["id"]
     created = []
     try:
-        sh(plat, src, "echo from-source > /root/file; "
+        plat.sh(src, "echo from-source > /root/file; "
                       f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/pid")
         deadline = time.monotonic() + 60
         while counter_or_zero(plat, src) < 3:
@@ -64,7 +54,7 @@ def test_two_branches_are_independent_and_outlive_the_source(plat):
                                   {"name": "branch-base"})
         assert status == 201 and snap["kind"] == "full", snap
         at_snapshot = counter(plat, src)
-        src_machine = sh(plat, src, MACHINE_ID)
+        src_machine = plat.sh(src, MACHINE_ID)
 
         t0 = time.monotonic()
         a = create(plat, snapshot=snap["id"])
@@ -80,26 +70,26 @@ def test_two_branches_are_independent_and_outlive_the_source(plat):
         for sb in (a, b):
             assert sb["state"] == "running", sb
             sid = sb["id"]
-            assert sh(plat, sid, "cat /root/file") == "from-source\n"
+            assert plat.sh(sid, "cat /root/file") == "from-source\n"
             # Memory came back: the counter process runs on from the snapshot's count (a boot
             # would have no /dev/shm/count and no process).
-            pid = sh(plat, sid, "cat /dev/shm/pid").strip()
-            assert sh(plat, sid, f"kill -0 {pid} && echo alive") == "alive\n"
+            pid = plat.sh(sid, "cat /dev/shm/pid").strip()
+            assert plat.sh(sid, f"kill -0 {pid} && echo alive") == "alive\n"
             first = counter(plat, sid)
             assert first >= at_snapshot - 1, (first, at_snapshot)
             time.sleep(1)
             assert counter(plat, sid) > first
             # Its own identity.
-            assert sh(plat, sid, "hostname").strip() == sid
-            assert not src_machine or sh(plat, sid, MACHINE_ID) != src_machine
-        assert not src_machine or sh(plat, a["id"], MACHINE_ID) != sh(plat, b["id"], MACHINE_ID)
+            assert plat.sh(sid, "hostname").strip() == sid
+            assert not src_machine or plat.sh(sid, MACHINE_ID) != src_machine
+        assert not src_machine or plat.sh(a["id"], MACHINE_ID) != plat.sh(b["id"], MACHINE_ID)
 
         # Copy-on-write: a write in one is seen by nobody else.
-        sh(plat, a["id"], "echo only-a > /root/file; echo a > /root/new; sync")
-        assert sh(plat, b["id"], "cat /root/file") == "from-source\n"
-        assert sh(plat, b["id"], "test -e /root/new || echo absent") == "absent\n"
-        assert sh(plat, src, "cat /root/file") == "from-source\n"
-        assert sh(plat, a["id"], "cat /root/file") == "only-a\n"
+        plat.sh(a["id"], "echo only-a > /root/file; echo a > /root/new; sync")
+        assert plat.sh(b["id"], "cat /root/file") == "from-source\n"
+        assert plat.sh(b["id"], "test -e /root/new || echo absent") == "absent\n"
+        assert plat.sh(src, "cat /root/file") == "from-source\n"
+        assert plat.sh(a["id"], "cat /root/file") == "only-a\n"
 
         # A branch is a sandbox like any: its own snapshot branches again, from the template
         # the first came from.
@@ -107,21 +97,21 @@ def test_two_branches_are_independent_and_outlive_the_source(plat):
         assert status == 201 and snap_a["template"] == "base", snap_a
         aa = create(plat, snapshot=snap_a["id"])
         created.append(aa["id"])
-        assert sh(plat, aa["id"], "cat /root/file /root/new") == "only-a\na\n"
+        assert plat.sh(aa["id"], "cat /root/file /root/new") == "only-a\na\n"
         assert plat.admin("DELETE", f"/v1/snapshots/{snap_a['id']}")[0] == 204
 
         # The source gone, the snapshot still creates.
         kill(plat, src)
         c = create(plat, snapshot=snap["id"])
         created.append(c["id"])
-        assert sh(plat, c["id"], "cat /root/file") == "from-source\n"
-        assert sh(plat, c["id"], "hostname").strip() == c["id"]
+        assert plat.sh(c["id"], "cat /root/file") == "from-source\n"
+        assert plat.sh(c["id"], "hostname").strip() == c["id"]
 
         assert plat.admin("DELETE", f"/v1/snapshots/{snap['id']}")[0] == 204
         status, res = plat.admin("POST", "/v1/sandboxes", {"snapshot": snap["id"]})
         assert status == 404, res
         # Sandboxes made from it live on without it.
-        assert sh(plat, c["id"], "cat /root/file") == "from-source\n"
+        assert plat.sh(c["id"], "cat /root/file") == "from-source\n"
     finally:
         for sid in [src] + created:
             kill(plat, sid)
@@ -146,7 +136,7 @@ def test_branch_a_running_sandbox_into_three(plat):
     try:
         # A file synced to disk, one only in the page cache (never fsync'd: only the memory
         # capture has it), and the counter, which lives in RAM only.
-        sh(plat, src, "echo synced > /root/synced; sync; echo cached > /root/cached; "
+        plat.sh(src, "echo synced > /root/synced; sync; echo cached > /root/cached; "
                       f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $! > /dev/shm/pid")
         deadline = time.monotonic() + 60
         while counter_or_zero(plat, src) < 3:
@@ -163,39 +153,39 @@ def test_branch_a_running_sandbox_into_three(plat):
         # The intermediate snapshot is gone: the branches need nothing of it (branch.h).
         assert plat.admin("GET", "/v1/snapshots")[1]["snapshots"] == []
 
-        pid = sh(plat, src, "cat /dev/shm/pid").strip()
+        pid = plat.sh(src, "cat /dev/shm/pid").strip()
         firsts = {}
         for sid in made:
             sb = plat.admin("GET", f"/v1/sandboxes/{sid}")[1]
             assert sb["state"] == "running" and sb["template"] == "base", sb
-            assert sh(plat, sid, "cat /root/synced /root/cached") == "synced\ncached\n"
-            assert sh(plat, sid, f"kill -0 {pid} && echo alive") == "alive\n"
+            assert plat.sh(sid, "cat /root/synced /root/cached") == "synced\ncached\n"
+            assert plat.sh(sid, f"kill -0 {pid} && echo alive") == "alive\n"
             firsts[sid] = counter(plat, sid)
             assert firsts[sid] >= before, (firsts, before)
-            assert sh(plat, sid, "hostname").strip() == sid
-            assert sh(plat, sid, 'echo "$E2B_SANDBOX_ID $FROM"') == f"{sid} parent\n"
+            assert plat.sh(sid, "hostname").strip() == sid
+            assert plat.sh(sid, 'echo "$E2B_SANDBOX_ID $FROM"') == f"{sid} parent\n"
         time.sleep(1)
         for sid in made:
             assert counter(plat, sid) > firsts[sid]  # each counter runs on, in its own VM
         # The parent ran on through it all.
         assert counter(plat, src) > before
-        assert sh(plat, src, "hostname").strip() == src
+        assert plat.sh(src, "hostname").strip() == src
 
         # Each has its own RNG state: no two read the same bytes, nor the parent's.
-        rand = [sh(plat, sid, RANDOM) for sid in [src] + made]
+        rand = [plat.sh(sid, RANDOM) for sid in [src] + made]
         assert len(set(rand)) == 4 and all(len(r) == 32 for r in rand), rand
-        machines = [sh(plat, sid, MACHINE_ID) for sid in [src] + made]
+        machines = [plat.sh(sid, MACHINE_ID) for sid in [src] + made]
         assert not machines[0] or len(set(machines)) == 4, machines
 
         # They diverge: a write or a kill in one is seen by nobody else.
         for i, sid in enumerate(made):
-            sh(plat, sid, f"echo branch-{i} > /root/cached")
-        sh(plat, made[0], f"kill {pid}")
+            plat.sh(sid, f"echo branch-{i} > /root/cached")
+        plat.sh(made[0], f"kill {pid}")
         for i, sid in enumerate(made):
-            assert sh(plat, sid, "cat /root/cached") == f"branch-{i}\n"
-        assert sh(plat, src, "cat /root/cached") == "cached\n"
-        assert sh(plat, made[1], f"kill -0 {pid} && echo alive") == "alive\n"
-        assert sh(plat, src, f"kill -0 {pid} && echo alive") == "alive\n"
+            assert plat.sh(sid, "cat /root/cached") == f"branch-{i}\n"
+        assert plat.sh(src, "cat /root/cached") == "cached\n"
+        assert plat.sh(made[1], f"kill -0 {pid} && echo alive") == "alive\n"
+        assert plat.sh(src, f"kill -0 {pid} && echo alive") == "alive\n"
     finally:
         for sid in [src] + made:
             kill(plat, sid)
