@@ -13,7 +13,8 @@
  * same for a crash before the record had them). We hold a pidfd, never a
  * bare pid, so a recycled pid can never be signalled.
  *
- * Per sandbox dir: qemu.pid, qmp.sock, console.log (serial), qemu.log (stderr).
+ * Per sandbox dir: qemu.pid, qmp.sock, qmp-held.sock (the node's own monitor for a pause
+ * and its resume: struct qemu_vm's held), console.log (serial), qemu.log (stderr).
  *
  * QEMU is confined (architecture.md "QEMU confined"): its own seccomp
  * filter (-sandbox), and it runs as its netns slot's uid with no
@@ -74,6 +75,16 @@ struct qemu_vm {
     enum runtime_memory memory;
     int memory_fd;         /* SHARED: the memfd QEMU maps, which snapshot() writes out */
     uint64_t memory_bytes; /* guest RAM size */
+    /*
+     * A negotiated QMP connection to qmp-held.sock, kept from a pause to the resume after
+     * it: the resume is then one round trip (`cont`) instead of a connect, a greeting and a
+     * capabilities negotiation first. A warm-pool bind is such a resume, on the create's
+     * critical path (docs/performance.md "Warm pool"). Held only while the vCPUs are
+     * stopped, so the guest cannot pile events up unread on it; a monitor of its own, so
+     * qmp.sock stays free for snapshots and a person's own QMP client (QEMU serves one client
+     * per monitor). Handed over with atomic exchanges (held_take(), held_put()).
+     */
+    struct qmp *held;
 };
 
 static int path_in(char *buf, size_t n, const char *dir, const char *name)
@@ -212,6 +223,7 @@ struct qemu_fds {
     int kernel, initrd;   /* read by path through /proc/self/fd/N */
     int tap;              /* -netdev tap,fd=N */
     int qmp;              /* listening socket, -chardev socket,fd=N */
+    int qmp_held;         /* the same for qmp-held.sock */
 };
 
 static void qemu_fds_close(struct qemu_fds *f)
@@ -223,6 +235,7 @@ static void qemu_fds_close(struct qemu_fds *f)
     f->initrd = close_safe(f->initrd);
     f->tap = close_safe(f->tap);
     f->qmp = close_safe(f->qmp);
+    f->qmp_held = close_safe(f->qmp_held);
 }
 
 /* The tap is attached from inside the sandbox's netns: a tun fd belongs to the netns it was opened
@@ -295,7 +308,8 @@ static int open_world_readable(const char *path, int *ret)
     return 0;
 }
 
-static int qemu_open_fds(const struct runtime_config *cfg, const char *qmp_path, struct qemu_fds *f)
+static int qemu_open_fds(const struct runtime_config *cfg, const char *qmp_path,
+                         const char *held_path, struct qemu_fds *f)
 {
     int r;
 
@@ -313,6 +327,9 @@ static int qemu_open_fds(const struct runtime_config *cfg, const char *qmp_path,
     }
     if (r >= 0) {
         r = listen_unix(qmp_path, &f->qmp);
+    }
+    if (r >= 0) {
+        r = listen_unix(held_path, &f->qmp_held);
     }
     return r;
 }
@@ -421,10 +438,11 @@ static void drive_option(const struct runtime_config *cfg, char *buf, size_t n)
 static int qemu_spawn(const struct runtime_config *cfg, int incoming_fd, struct qemu_vm **ret)
 {
     char machine[256], memory[32], smp[16], append[2048], pidtext[48], qmp_path[PATH_MAX],
-        pidfile[PATH_MAX], console_path[PATH_MAX], logpath[PATH_MAX], chardev_qmp[64], netdev[128],
-        netdevice[128], kernel[64], initrd[64], fd_disk_rw[PATH_MAX + 64],
-        fd_disk_ro[PATH_MAX + 64], fd_console[PATH_MAX + 64], accel[64], ram[256], drive[256];
-    struct qemu_fds f = { -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF };
+        held_path[PATH_MAX], pidfile[PATH_MAX], console_path[PATH_MAX], logpath[PATH_MAX],
+        chardev_qmp[64], chardev_held[64], netdev[128], netdevice[128], kernel[64], initrd[64],
+        fd_disk_rw[PATH_MAX + 64], fd_disk_ro[PATH_MAX + 64], fd_console[PATH_MAX + 64], accel[64],
+        ram[256], drive[256];
+    struct qemu_fds f = { -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF, -EBADF };
     struct qemu_vm *vm = NULL;
     int netns_fd = -EBADF, log_fd = -EBADF, memory_fd = -EBADF;
     gid_t groups[1];
@@ -472,12 +490,13 @@ static int qemu_spawn(const struct runtime_config *cfg, int incoming_fd, struct 
                  tsc_args, cfg->kernel_args ? cfg->kernel_args : "") >= (int)sizeof(append) ||
         path_in(pidfile, sizeof(pidfile), cfg->dir, "qemu.pid") < 0 ||
         path_in(qmp_path, sizeof(qmp_path), cfg->dir, "qmp.sock") < 0 ||
+        path_in(held_path, sizeof(held_path), cfg->dir, "qmp-held.sock") < 0 ||
         path_in(console_path, sizeof(console_path), cfg->dir, "console.log") < 0 ||
         path_in(logpath, sizeof(logpath), cfg->dir, "qemu.log") < 0) {
         r = -ENAMETOOLONG;
         goto fail;
     }
-    r = qemu_open_fds(cfg, qmp_path, &f);
+    r = qemu_open_fds(cfg, qmp_path, held_path, &f);
     if (r >= 0) {
         r = console_start(console_path,
                           cfg->console_log_max ? cfg->console_log_max : CONSOLE_LOG_MAX_DEFAULT,
@@ -494,6 +513,8 @@ static int qemu_spawn(const struct runtime_config *cfg, int incoming_fd, struct 
     snprintf(kernel, sizeof(kernel), "/proc/self/fd/%d", f.kernel);
     snprintf(initrd, sizeof(initrd), "/proc/self/fd/%d", f.initrd);
     snprintf(chardev_qmp, sizeof(chardev_qmp), "socket,id=qmp,fd=%d,server=on,wait=off", f.qmp);
+    snprintf(chardev_held, sizeof(chardev_held), "socket,id=qmpheld,fd=%d,server=on,wait=off",
+             f.qmp_held);
     snprintf(netdev, sizeof(netdev), "tap,id=n0,fd=%d,vhost=off", f.tap);
     snprintf(netdevice, sizeof(netdevice), "virtio-net-device,netdev=n0,mac=%s", cfg->mac);
     drive_option(cfg, drive, sizeof(drive));
@@ -539,6 +560,10 @@ static int qemu_spawn(const struct runtime_config *cfg, int incoming_fd, struct 
     ARG(chardev_qmp);
     ARG("-mon");
     ARG("chardev=qmp,mode=control");
+    ARG("-chardev");
+    ARG(chardev_held);
+    ARG("-mon");
+    ARG("chardev=qmpheld,mode=control");
     ARG("-kernel");
     ARG(kernel);
     ARG("-append");
@@ -574,6 +599,7 @@ static int qemu_spawn(const struct runtime_config *cfg, int incoming_fd, struct 
     pass[n_pass++] = f.kernel;
     pass[n_pass++] = f.tap;
     pass[n_pass++] = f.qmp;
+    pass[n_pass++] = f.qmp_held;
     if (cfg->initrd) {
         pass[n_pass++] = f.initrd;
     }
@@ -701,14 +727,57 @@ static int qemu_command(struct qemu_vm *vm, const char *command)
     return r;
 }
 
+static struct qmp *held_take(struct qemu_vm *vm)
+{
+    return __atomic_exchange_n(&vm->held, NULL, __ATOMIC_ACQ_REL);
+}
+
+static void held_put(struct qemu_vm *vm, struct qmp *q)
+{
+    qmp_close(__atomic_exchange_n(&vm->held, q, __ATOMIC_ACQ_REL));
+}
+
+/* `stop`, keeping the connection for the resume (struct qemu_vm's held). A VMM without
+ * qmp-held.sock (started by an older node, then attached) is stopped over qmp.sock. */
 static int qemu_pause(struct runtime_vm *base)
 {
-    return qemu_command((struct qemu_vm *)base, "stop");
+    struct qemu_vm *vm = (struct qemu_vm *)base;
+    struct qmp *q = held_take(vm);
+    char path[PATH_MAX];
+    int r;
+
+    if (!q) {
+        if (path_in(path, sizeof(path), vm->dir, "qmp-held.sock") < 0 || access(path, F_OK) < 0) {
+            return qemu_command(vm, "stop");
+        }
+        r = qmp_open(path, QMP_TIMEOUT, &q);
+        if (r < 0) {
+            return r;
+        }
+    }
+    r = qmp_execute(q, "stop", NULL, NULL);
+    if (r < 0) {
+        qmp_close(q);
+        return r;
+    }
+    held_put(vm, q);
+    return 0;
 }
 
 static int qemu_resume(struct runtime_vm *base)
 {
-    return qemu_command((struct qemu_vm *)base, "cont");
+    struct qemu_vm *vm = (struct qemu_vm *)base;
+    struct qmp *q = held_take(vm);
+    int r;
+
+    if (!q) {
+        return qemu_command(vm, "cont");
+    }
+    r = qmp_execute(q, "cont", NULL, NULL);
+    qmp_close(q);
+    /* The kept connection broke (not QEMU refusing): once more over a fresh one; `cont` of
+     * a VM that already runs is not an error. */
+    return r < 0 && r != -EIO ? qemu_command(vm, "cont") : r;
 }
 
 /* Migration settings both ends of a snapshot need. ignore_shared: RAM that lives in
@@ -956,6 +1025,7 @@ static int qemu_stop(struct runtime_vm *base)
     /* Reap it if it is our child (we are its subreaper); ECHILD after a node restart is fine. */
     (void)waitpid(vm->pid, NULL, WNOHANG);
     vm->pidfd = close_safe(vm->pidfd);
+    qmp_close(held_take(vm));
     console_reap(vm->console_pid);
     vm->console_pid = 0;
     jail_vmm_release(vm->dir);
@@ -1045,6 +1115,7 @@ static void qemu_free(struct runtime_vm *base)
     struct qemu_vm *vm = (struct qemu_vm *)base;
     close_safe(vm->pidfd);
     close_safe(vm->memory_fd);
+    qmp_close(held_take(vm));
     free(vm);
 }
 
