@@ -77,18 +77,18 @@
 static json_t *vm_to_json(const struct vm *vm)
 {
     const struct instance_record *rec = &vm->rec;
-    json_t *j = json_pack(
-        "{s:s?, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f, s:s}}", "id",
-        rec->sandbox_id[0] ? rec->sandbox_id : NULL, "instance_id", rec->iid, "template",
-        rec->template_name, "state", vm_state_to_string(rec->state), "vcpus", (int)rec->vcpus,
-        "memory_mb", (int)rec->memory_mib, "created_at_us", (json_int_t)rec->created_at,
-        "timings_ms", "clone", vm->timing.clone / 1000.0, "network", vm->timing.network / 1000.0,
-        "vmm", vm->timing.vmm / 1000.0, "boot", vm->timing.boot / 1000.0, "total",
-        vm->timing.total / 1000.0, "mode", vm->timing.restored ? "restore" : "boot");
+    json_t *j =
+        json_pack("{s:s?, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:f, s:f, s:f, s:f, s:f, s:f, s:s}}",
+                  "id", rec->sandbox_id[0] ? rec->sandbox_id : NULL, "instance_id", rec->iid,
+                  "template", rec->template_name, "state", vm_state_to_string(rec->state), "vcpus",
+                  (int)rec->vcpus, "memory_mb", (int)rec->memory_mib, "created_at_us",
+                  (json_int_t)rec->created_at, "timings_ms", "clone", vm->timing.clone / 1000.0,
+                  "network", vm->timing.network / 1000.0, "vmm", vm->timing.vmm / 1000.0, "boot",
+                  vm->timing.boot / 1000.0, "init", vm->timing.init / 1000.0, "total",
+                  vm->timing.total / 1000.0, "mode", vm->timing.restored ? "restore" : "boot");
     if (j && vm->timing.pooled) {
         json_t *t = json_object_get(j, "timings_ms");
         json_object_set_new(t, "mode", json_string("pool"));
-        json_object_set_new(t, "init", json_real(vm->timing.init / 1000.0));
         json_object_set_new(t, "record", json_real(vm->timing.record / 1000.0));
     }
     if (j && vm->rt) {

@@ -580,6 +580,7 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
     } else if (mode != CREATE_SOURCE) {
         /* Every sandbox, booted or restored, gets its own identity (vm_identity_json()). */
         step = "initialise agent";
+        t = now_monotonic();
         identity = vm_identity_json(vm);
         /* A branch's agent has its source's token: proving it lets the /init set ours. */
         r = identity ? vm_agent_init_as(rt, identity, branch_token, &agent_error) : -ENOMEM;
@@ -592,6 +593,7 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
         if (vm->init_json) {
             init_json_ca(vm->init_json, rec.ca_given); /* the agent has it now */
         }
+        ret->timing.init = now_monotonic() - t;
     }
     ret->timing.total = now_monotonic() - t0;
     ret->timing.restored = restore;

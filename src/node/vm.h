@@ -42,8 +42,9 @@ struct vm_host {
 
 struct vm_timing {
     usec_t clone, network, vmm, boot, total;
-    /* Within boot: the /init round trip (connect, the agent's work, the answer) and the
-     * record's rewrite as running: where a warm-pool bind's time goes. */
+    /* init: the re-identifying /init round trip (connect, the agent's work, the answer):
+     * after boot for a cold boot or a restore, within boot for a warm-pool bind. record:
+     * a bind's rewrite of the record as running. Where a create's time goes. */
     usec_t init, record;
     bool restored; /* a snapshot restore ("mode":"restore"), else a cold boot */
     bool pooled;   /* bound from the warm pool ("mode":"pool", pool.h) */
