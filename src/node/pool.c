@@ -483,12 +483,13 @@ json_t *pool_to_json(struct pool *p)
             json_array_append_new(members, json_pack("{s:s, s:i}", "instance_id", vm->rec.iid,
                                                      "pid", vm->rt ? (int)runtime_pid(vm->rt) : 0));
         }
+        /* The target as the next tick computes it: a create a moment ago already shows. */
         json_array_append_new(
             list, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f, s:I, s:I, s:o}",
                             "template", e->template_name, "vcpus", (int)e->vcpus, "memory_mb",
                             (int)e->memory_mib, "min", (int)p->min, "max", (int)p->max, "target",
-                            (int)e->target, "level", (int)entry_level(e), "ready", (int)e->n,
-                            "filling", e->filling, "rate_per_minute",
+                            (int)entry_target(p, e, now), "level", (int)entry_level(e), "ready",
+                            (int)e->n, "filling", e->filling, "rate_per_minute",
                             pool_rate_per_minute(&e->asked, now), "served", (json_int_t)e->served,
                             "refills", (json_int_t)e->refills, "members", members));
     }
