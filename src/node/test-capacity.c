@@ -18,8 +18,8 @@ static struct vm *table[8];
 /* A manager of n instances of 512 MiB and one vCPU each, the first `bound` of them sandboxes. */
 static void setup_manager(struct manager *m, size_t n, size_t bound)
 {
-    *m = (struct manager){ .vms = table, .n_vms = n, .max_sandboxes = 100,
-                           .vmm_overhead_mib = 256 };
+    *m =
+        (struct manager){ .vms = table, .n_vms = n, .max_sandboxes = 100, .vmm_overhead_mib = 256 };
     for (size_t i = 0; i < n; i++) {
         vms[i] = (struct vm){ .rec = { .vcpus = 1, .memory_mib = 512 } };
         if (i < bound) {
