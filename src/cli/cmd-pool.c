@@ -20,15 +20,22 @@ int cmd_pool(int argc, char **argv)
         if (client_call_ok("GET", "/v1/pools", NULL, &res) < 0) {
             return 1;
         }
-        printf("TEMPLATE\tVCPUS\tMEMORY_MB\tREADY\tTARGET\tFILLING\tSERVED\n");
+        /* LEVEL: members ready or being made, held against TARGET (MIN..MAX, following the
+         * creates per minute that asked this pool). */
+        printf("TEMPLATE\tVCPUS\tMEMORY_MB\tMIN\tMAX\tTARGET\tLEVEL\tREADY\tFILLING\t"
+               "CREATES/MIN\tSERVED\n");
         json_array_foreach (json_object_get(res, "pools"), i, p) {
-            printf("%s\t%lld\t%lld\t%lld\t%lld\t%s\t%lld\n",
+            printf("%s\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%s\t%.1f\t%lld\n",
                    json_string_value(json_object_get(p, "template")) ?: "",
                    json_integer_value(json_object_get(p, "vcpus")),
                    json_integer_value(json_object_get(p, "memory_mb")),
-                   json_integer_value(json_object_get(p, "ready")),
+                   json_integer_value(json_object_get(p, "min")),
+                   json_integer_value(json_object_get(p, "max")),
                    json_integer_value(json_object_get(p, "target")),
+                   json_integer_value(json_object_get(p, "level")),
+                   json_integer_value(json_object_get(p, "ready")),
                    json_is_true(json_object_get(p, "filling")) ? "yes" : "no",
+                   json_number_value(json_object_get(p, "rate_per_minute")),
                    json_integer_value(json_object_get(p, "served")));
         }
         if (json_integer_value(json_object_get(res, "target")) == 0) {

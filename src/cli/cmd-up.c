@@ -385,6 +385,7 @@ int cmd_up(int argc, char **argv)
         { "upstream-dns", required_argument, NULL, 'U' },
         { "upstream-ca", required_argument, NULL, 'C' },
         { "pool", required_argument, NULL, 'P' },
+        { "pool-max", required_argument, NULL, 'M' },
         { "help", no_argument, NULL, 'h' },
         {},
     };
@@ -398,9 +399,12 @@ int cmd_up(int argc, char **argv)
     const char *cert = NULL, *cert_key = NULL;
     char node[PATH_MAX], api[PATH_MAX], key_path[PATH_MAX];
     bool detach = false;
-    /* Warm-pool members per template (space-node --pool): fast creates without tuning. */
-    const char *pool = "2";
-    uint32_t pool_n;
+    /* Warm-pool members per template (space-node --pool): fast creates without tuning; two
+     * while quiet (little idle memory), up to eight while creates keep coming (the node's
+     * budgets bound that further). */
+    const char *pool = "2", *pool_max = NULL;
+    uint32_t pool_n = 2, pool_max_n = 8;
+    char pool_max_buf[16];
     int c;
 
     optind = 1;
@@ -449,6 +453,14 @@ int cmd_up(int argc, char **argv)
             }
             pool = optarg;
             break;
+        case 'M':
+            if (parse_u32(optarg, &pool_max_n) < 0 || pool_max_n > 64) {
+                fprintf(stderr, "space: --pool-max is 0..64 members per template, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            pool_max = optarg;
+            break;
         default:
             return cli_usage(c == 'h',
                              "usage: space up [--detach] [--store URL] [--listen IP:PORT] "
@@ -456,7 +468,12 @@ int cmd_up(int argc, char **argv)
                              "                [--ingress-cert FILE --ingress-key FILE] "
                              "[--domain NAME] [--accel auto|kvm|tcg]\n"
                              "                [--egress-ceiling deny|allowlist|internet] "
-                             "[--upstream-dns IP[:PORT]] [--upstream-ca FILE] [--pool N]\n");
+                             "[--upstream-dns IP[:PORT]] [--upstream-ca FILE]\n"
+                             "                [--pool N] [--pool-max N]\n"
+                             "  --pool N      warm-pool members per template kept while creates "
+                             "are quiet (default 2; 0: off)\n"
+                             "  --pool-max N  up to N while creates keep coming (default 8, at "
+                             "least --pool)\n");
         }
     }
     if (egress.ceiling && strcmp(egress.ceiling, "deny") != 0 &&
@@ -525,6 +542,15 @@ int cmd_up(int argc, char **argv)
     if (node_knows(node, "--pool")) {
         nargv[nn++] = "--pool";
         nargv[nn++] = pool;
+    }
+    if (node_knows(node, "--pool-max")) {
+        /* An explicit --pool above the default ceiling raises it: N is never cut down. */
+        if (!pool_max && pool_max_n < pool_n) {
+            pool_max_n = pool_n;
+        }
+        snprintf(pool_max_buf, sizeof(pool_max_buf), "%u", (unsigned)pool_max_n);
+        nargv[nn++] = "--pool-max";
+        nargv[nn++] = pool_max_buf;
     }
     nargv[nn] = NULL;
     if (ensure_daemon("node", nargv, node_socket()) < 0) {

@@ -1,10 +1,12 @@
 /* Node capacity accounting and the create admission check; see capacity.h. */
 #include "node/capacity.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "basic/macro.h"
 #include "node/manager.h"
 
 unsigned capacity_default_vcpu_budget(void)
@@ -36,6 +38,29 @@ void capacity_get(const struct manager *m, struct capacity *ret)
         }
     }
     *ret = c;
+}
+
+static uint64_t sub0(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+unsigned capacity_room(const struct manager *m, unsigned vcpus, unsigned memory_mib)
+{
+    struct capacity c;
+    uint64_t need = (uint64_t)memory_mib + m->vmm_overhead_mib;
+
+    capacity_get(m, &c);
+    /* Every budget divided by one instance's share of it; the smallest answer wins. */
+    uint64_t room = sub0(c.max_instances, (uint64_t)c.sandboxes + c.pool_members);
+    if (c.memory_budget_mib && need > 0) {
+        room =
+            MIN(room, sub0(c.memory_budget_mib, c.memory_sandboxes_mib + c.memory_pool_mib) / need);
+    }
+    if (c.vcpu_budget && vcpus > 0) {
+        room = MIN(room, sub0(c.vcpu_budget, (uint64_t)c.vcpus_sandboxes + c.vcpus_pool) / vcpus);
+    }
+    return (unsigned)MIN(room, (uint64_t)UINT_MAX);
 }
 
 bool capacity_fits(const struct manager *m, unsigned vcpus, unsigned memory_mib, char *why,
@@ -72,11 +97,6 @@ bool capacity_fits(const struct manager *m, unsigned vcpus, unsigned memory_mib,
         return false;
     }
     return true;
-}
-
-static uint64_t sub0(uint64_t a, uint64_t b)
-{
-    return a > b ? a - b : 0;
 }
 
 json_t *capacity_to_json(const struct manager *m)

@@ -40,6 +40,12 @@ void capacity_get(const struct manager *m, struct capacity *ret);
 bool capacity_fits(const struct manager *m, unsigned vcpus, unsigned memory_mib, char *why,
                    size_t why_len);
 
+/*
+ * How many more instances of vcpus and memory_mib (guest RAM) fit the budgets on top of
+ * those there are (0 when not one does): the warm pool's room to grow (pool-target.h).
+ */
+unsigned capacity_room(const struct manager *m, unsigned vcpus, unsigned memory_mib);
+
 /* GET /v1/capacity: {memory_mib:{budget, sandboxes, pool, free}, vcpus:{budget, sandboxes,
  * pool, free}, sandboxes:{count, pool_members, max}, disk:{free_bytes, total_bytes, path},
  * vmm_overhead_mib}. */

@@ -65,6 +65,8 @@ static uint32_t arg_disk_iops = 5000;
 static bool arg_snapshots = true;
 static uint32_t arg_tb_size = RUNTIME_TB_SIZE_DEFAULT_MIB;
 static uint32_t arg_pool;
+static uint32_t arg_pool_max;           /* 0: --pool (a fixed size) */
+static uint32_t arg_pool_window_s = 60; /* creates per pool are counted over this */
 
 static void help(void)
 {
@@ -100,6 +102,10 @@ static void help(void)
            "  --tb-size MIB         TCG translation buffer per VM (default %u)\n"
            "  --pool N              keep N restored, paused instances per template ready for\n"
            "                        creates (default 0: off; needs --snapshots on)\n"
+           "  --pool-max N          under load, up to N: as many as creates asked for in the\n"
+           "                        last --pool-window, within the budgets (default: --pool)\n"
+           "  --pool-window S       seconds creates are counted over; quiet that long, a pool\n"
+           "                        is back to --pool (default 60)\n"
            "  --log-level LEVEL     debug, info, warning, error\n",
            arg_data_dir, arg_socket, GW_PROTO_SOCKET_DEFAULT, CAPACITY_VCPU_OVERCOMMIT,
            RUNTIME_TB_SIZE_DEFAULT_MIB);
@@ -133,6 +139,8 @@ static int parse_args(int argc, char **argv)
         { "snapshots", required_argument, NULL, 'P' },
         { "tb-size", required_argument, NULL, 'Z' },
         { "pool", required_argument, NULL, 'p' },
+        { "pool-max", required_argument, NULL, 'X' },
+        { "pool-window", required_argument, NULL, 'w' },
         { "log-level", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         {},
@@ -263,6 +271,18 @@ static int parse_args(int argc, char **argv)
         case 'p':
             if (parse_u32(optarg, &arg_pool) < 0 || arg_pool > 64) {
                 return log_error_errno(-EINVAL, "invalid --pool '%s' (0..64)", optarg);
+            }
+            break;
+        case 'X':
+            if (parse_u32(optarg, &arg_pool_max) < 0 || arg_pool_max > 64) {
+                return log_error_errno(-EINVAL, "invalid --pool-max '%s' (0..64)", optarg);
+            }
+            break;
+        case 'w':
+            if (parse_u32(optarg, &arg_pool_window_s) < 0 || arg_pool_window_s < 1 ||
+                arg_pool_window_s > 86400) {
+                return log_error_errno(-EINVAL, "invalid --pool-window '%s' (1..86400 seconds)",
+                                       optarg);
             }
             break;
         case 'L':
@@ -421,7 +441,8 @@ int main(int argc, char **argv)
              (unsigned long long)arg_disk_bps, arg_disk_iops);
     m->share_dir = arg_share_dir;
     if (arg_pool > 0 && arg_snapshots) {
-        r = pool_new(m, arg_pool, &m->warm);
+        r = pool_new(m, arg_pool, MAX(arg_pool_max, arg_pool),
+                     (usec_t)arg_pool_window_s * USEC_PER_SEC, &m->warm);
         if (r < 0) {
             log_error_errno(r, "cannot set up the warm pool: %m");
             goto out;

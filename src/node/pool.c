@@ -20,6 +20,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "node/capacity.h"
+#include "node/pool-target.h"
 #include "node/snapshot.h"
 
 #define POOL_ENTRIES_MAX 16
@@ -43,11 +44,14 @@ struct entry {
     bool filling;
     usec_t retry_at;
     unsigned long served, refills; /* creates bound from here; members made */
+    struct pool_rate asked;        /* creates that asked this pool (pool_take()) */
+    unsigned target;               /* what the last tick computed (entry_target()) */
 };
 
 struct pool {
     struct manager *m;
-    unsigned target;
+    unsigned min, max; /* max >= min; min 0: off */
+    usec_t window;
     struct entry entries[POOL_ENTRIES_MAX];
     size_t n_entries;
     struct vm **doomed; /* taken out, to destroy when a worker is free */
@@ -55,14 +59,16 @@ struct pool {
     unsigned fills; /* refill jobs in flight (at most one) */
 };
 
-int pool_new(struct manager *m, unsigned target, struct pool **ret)
+int pool_new(struct manager *m, unsigned min, unsigned max, usec_t window, struct pool **ret)
 {
     struct pool *p = calloc(1, sizeof(*p));
     if (!p) {
         return -ENOMEM;
     }
     p->m = m;
-    p->target = MIN(target, POOL_TARGET_MAX);
+    p->min = MIN(min, POOL_TARGET_MAX);
+    p->max = MIN(MAX(max, p->min), POOL_TARGET_MAX);
+    p->window = window;
     *ret = p;
     return 0;
 }
@@ -92,16 +98,17 @@ static struct entry *entry_find(struct pool *p, const char *template_name, unsig
 
 void pool_want(struct pool *p, const char *template_name, unsigned vcpus, unsigned memory_mib)
 {
-    if (!p || p->target == 0 || entry_find(p, template_name, vcpus, memory_mib) ||
+    if (!p || p->min == 0 || entry_find(p, template_name, vcpus, memory_mib) ||
         p->n_entries == POOL_ENTRIES_MAX ||
         strlen(template_name) >= sizeof(p->entries[0].template_name)) {
         return;
     }
     struct entry *e = &p->entries[p->n_entries++];
-    *e = (struct entry){ .vcpus = vcpus, .memory_mib = memory_mib };
+    *e = (struct entry){ .vcpus = vcpus, .memory_mib = memory_mib, .target = p->min };
     snprintf(e->template_name, sizeof(e->template_name), "%s", template_name);
-    log_info("warm pool: keeping %u member(s) of template '%s' (%u vcpus, %u MiB)", p->target,
-             template_name, vcpus, memory_mib);
+    pool_rate_init(&e->asked, p->window);
+    log_info("warm pool: keeping %u..%u member(s) of template '%s' (%u vcpus, %u MiB)", p->min,
+             p->max, template_name, vcpus, memory_mib);
 }
 
 /* ---- destroying members ---- */
@@ -209,14 +216,19 @@ struct vm *pool_take(struct pool *p, const char *template_name, unsigned vcpus, 
     char current[PATH_MAX];
     struct entry *e;
 
-    if (!p || p->target == 0) {
+    if (!p || p->min == 0) {
         return NULL;
     }
     e = entry_find(p, template_name, vcpus, memory_mib);
     if (!e) {
         pool_want(p, template_name, vcpus, memory_mib);
-        return NULL;
+        e = entry_find(p, template_name, vcpus, memory_mib);
     }
+    if (!e) {
+        return NULL; /* no slot left for another pool */
+    }
+    /* Served or not, this create is demand: the refills follow it (entry_target()). */
+    pool_rate_add(&e->asked, now_monotonic());
     if (e->n == 0) {
         return NULL;
     }
@@ -326,11 +338,32 @@ static void fill_done(void *arg)
         e->n++;
         e->refills++;
         log_debug("warm pool: member %s of template '%s' ready in %.1f ms (%zu/%u)", vm->rec.iid,
-                  e->template_name, j->res.timing.total / 1000.0, e->n, p->target);
+                  e->template_name, j->res.timing.total / 1000.0, e->n, e->target);
     }
     free(j->res.error);
     free(j);
     manager_job_finished(p->m);
+}
+
+/* Members there are or are being made: what the target is held against. */
+static unsigned entry_level(const struct entry *e)
+{
+    return (unsigned)e->n + (e->filling ? 1 : 0);
+}
+
+/*
+ * Demand in the window clamped to [min, max] and to the room the budgets leave
+ * (capacity_room(), less the one instance slot refills always leave to creates: see
+ * next_to_fill()).
+ */
+static unsigned entry_target(struct pool *p, struct entry *e, usec_t now)
+{
+    struct manager *m = p->m;
+    unsigned room = capacity_room(m, e->vcpus, e->memory_mib);
+    size_t slots = m->max_sandboxes > m->n_vms ? m->max_sandboxes - m->n_vms : 0;
+
+    room = MIN(room, slots > 0 ? (unsigned)MIN(slots - 1, (size_t)UINT_MAX) : 0);
+    return pool_target(pool_rate_count(&e->asked, now), p->min, p->max, entry_level(e), room);
 }
 
 /* The next entry short of its target that may refill now, or NULL. */
@@ -345,7 +378,7 @@ static struct entry *next_to_fill(struct pool *p)
     }
     for (size_t i = 0; i < p->n_entries; i++) {
         struct entry *e = &p->entries[i];
-        if (e->n >= p->target || e->filling || now < e->retry_at) {
+        if (entry_level(e) >= e->target || e->filling || now < e->retry_at) {
             continue;
         }
         /* The pool never takes the node past its budgets (pool_make_room() gives back). */
@@ -403,7 +436,7 @@ void pool_tick(struct pool *p)
 {
     char current[PATH_MAX];
 
-    if (!p || p->target == 0) {
+    if (!p || p->min == 0) {
         return;
     }
     while (p->n_doomed > 0 && destroy_start(p, p->doomed[p->n_doomed - 1]) >= 0) {
@@ -419,6 +452,17 @@ void pool_tick(struct pool *p)
             /* Not ready (being built, or the template is gone): no refill until it is. */
             e->retry_at = now_monotonic() + POOL_RETRY_NO_SNAPSHOT;
         }
+        e->target = entry_target(p, e, now_monotonic());
+        if (e->n > 0 && entry_level(e) > e->target) {
+            /* Creates slowed: the oldest goes (all are as warm; it has waited longest), one a
+             * tick so the destroys never crowd the worker pool. */
+            struct vm *vm = e->members[0].vm;
+            log_info("warm pool: destroying member %s of template '%s': above the target %u",
+                     vm->rec.iid, e->template_name, e->target);
+            memmove(&e->members[0], &e->members[1], (e->n - 1) * sizeof(e->members[0]));
+            e->n--;
+            pool_discard(p, vm);
+        }
     }
     struct entry *e = next_to_fill(p);
     if (e) {
@@ -426,25 +470,32 @@ void pool_tick(struct pool *p)
     }
 }
 
-json_t *pool_to_json(const struct pool *p)
+json_t *pool_to_json(struct pool *p)
 {
     json_t *list = json_array();
+    usec_t now = now_monotonic();
 
     for (size_t i = 0; p && list && i < p->n_entries; i++) {
-        const struct entry *e = &p->entries[i];
+        struct entry *e = &p->entries[i];
         json_t *members = json_array();
         for (size_t k = 0; members && k < e->n; k++) {
             const struct vm *vm = e->members[k].vm;
             json_array_append_new(members, json_pack("{s:s, s:i}", "instance_id", vm->rec.iid,
                                                      "pid", vm->rt ? (int)runtime_pid(vm->rt) : 0));
         }
+        /* The target as the next tick computes it: a create a moment ago already shows. */
         json_array_append_new(
-            list, json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:I, s:I, s:o}", "template",
-                            e->template_name, "vcpus", (int)e->vcpus, "memory_mb",
-                            (int)e->memory_mib, "target", (int)p->target, "ready", (int)e->n,
-                            "filling", e->filling, "served", (json_int_t)e->served, "refills",
-                            (json_int_t)e->refills, "members", members));
+            list, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f, s:I, s:I, s:o}",
+                            "template", e->template_name, "vcpus", (int)e->vcpus, "memory_mb",
+                            (int)e->memory_mib, "min", (int)p->min, "max", (int)p->max, "target",
+                            (int)entry_target(p, e, now), "level", (int)entry_level(e), "ready",
+                            (int)e->n, "filling", e->filling, "rate_per_minute",
+                            pool_rate_per_minute(&e->asked, now), "served", (json_int_t)e->served,
+                            "refills", (json_int_t)e->refills, "members", members));
     }
-    return json_pack("{s:i, s:o}", "target", p ? (int)p->target : 0, "pools",
+    /* "target" is min, as it was when the pool had one fixed size (space pool ls: 0 = off). */
+    return json_pack("{s:i, s:i, s:i, s:I, s:o}", "target", p ? (int)p->min : 0, "min",
+                     p ? (int)p->min : 0, "max", p ? (int)p->max : 0, "window_s",
+                     (json_int_t)(p ? p->window / USEC_PER_SEC : 0), "pools",
                      list ? list : json_array());
 }

@@ -1,8 +1,8 @@
 #pragma once
 /*
  * The warm pool (architecture.md "Fast create", step 3): per (template,
- * vcpus, memory), up to --pool N instances restored from the template's
- * snapshot ahead of any create, their disk clone, netns and jail made, the
+ * vcpus, memory), instances restored from the template's snapshot ahead of
+ * any create, their disk clone, netns and jail made, the
  * agent driven once (TCG has translated its /init path), then paused. A
  * create binds one (vm_bind_member(): resume, re-identify, record running)
  * instead of restoring; "timings_ms.mode" says "pool".
@@ -15,23 +15,32 @@
  * handed out. Refills run one at a time on the worker pool, only while no
  * other job waits, and never past the memory budget.
  *
+ * How many: between --pool (min, kept while quiet) and --pool-max (max), the
+ * number of creates that asked this pool in the last --pool-window
+ * (pool-target.h), never more than the budgets still take. When creates stop,
+ * the window empties and the extra members are destroyed, the oldest first,
+ * one a tick; a member being bound is out of the pool already.
+ *
  * Loop thread only.
  */
 #include <jansson.h>
 
+#include "basic/time-util.h"
 #include "node/manager.h"
 
 struct pool;
 
-/* target: members per (template, size) kept ready; 0 turns the pool off. */
-int pool_new(struct manager *m, unsigned target, struct pool **ret);
+/* Members per (template, size): min while quiet (0 turns the pool off), up to max (below min
+ * counts as min) under load; creates are counted over window (> 0). */
+int pool_new(struct manager *m, unsigned min, unsigned max, usec_t window, struct pool **ret);
 /* Frees the bookkeeping; the members stay in the manager's table (it frees them). */
 struct pool *pool_free(struct pool *p);
 
 /* Keep members of this template and size (a create, a template listing or build). */
 void pool_want(struct pool *p, const char *template_name, unsigned vcpus, unsigned memory_mib);
 /*
- * A ready member for a create, taken out of the pool (still in the manager's table, state
+ * A create asks the pool (counted, served or not: the pool's target follows that count).
+ * A ready member for it, taken out of the pool (still in the manager's table, state
  * CREATING, vm->rt paused), or NULL when there is none (the create restores or boots).
  * Dead and stale members met on the way are destroyed.
  */
@@ -50,8 +59,10 @@ void pool_make_room(struct pool *p, unsigned vcpus, unsigned memory_mib);
 /* At a graceful stop: destroys every idle member (no sandbox is lost; a restart would only
  * destroy them). One the worker pool cannot take now is left to the next start. */
 void pool_shutdown(struct pool *p);
-/* Once a second (manager tick): replaces dead members and starts the next refill. */
+/* Once a second (manager tick): replaces dead members, computes each target, destroys one
+ * member above it and starts the next refill below it. */
 void pool_tick(struct pool *p);
 
-/* {target, pools: [{template, vcpus, memory_mb, ready, filling, target, members: [...]}]} */
-json_t *pool_to_json(const struct pool *p);
+/* {target (= min), min, max, window_s, pools: [{template, vcpus, memory_mb, min, max, target,
+ * level, ready, filling, rate_per_minute, served, refills, members: [...]}]} */
+json_t *pool_to_json(struct pool *p);
