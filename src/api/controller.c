@@ -609,7 +609,9 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
     json_decref(res);
     op->result_json = result;
     op->updated_at = now;
-    k = store_begin(m->store);
+    /* A create's outcome is about a VM a host crash kills: it need not wait for the disk
+     * (store_begin_relaxed()). Every other outcome (a suspend, a snapshot) is durable. */
+    k = kind == OPERATION_KIND_CREATE ? store_begin_relaxed(m->store) : store_begin(m->store);
     if (k >= 0) {
         k = store_operation_finish(m->store, op, m->owner_id);
     }

@@ -35,6 +35,7 @@ struct secretbox_key;
 struct store {
     const struct store_driver *driver;
     bool in_transaction;
+    bool relaxed; /* the open transaction is store_begin_relaxed()'s */
     char *claim_sql;
     struct secretbox_key *token_key; /* store_set_token_key(); NULL until set */
 };
@@ -111,6 +112,11 @@ struct store_driver {
     /* A commit that fails leaves no transaction open (it is rolled back). */
     int (*commit)(struct store *s);
     int (*rollback)(struct store *s);
+    /*
+     * Outside a transaction: whether the commits that follow wait for the disk (full) or
+     * only reach the OS (store_begin_relaxed()). NULL where a commit always waits.
+     */
+    int (*set_synchronous)(struct store *s, bool full);
 
     /* Runs a parameterless script of one or more statements (a migration). */
     int (*exec_script)(struct store *s, const char *sql);

@@ -283,9 +283,11 @@ static int sqlite_open(const char *target, struct store **ret)
     /* journal_mode answers with the mode in effect: "memory" for ":memory:",
      * which cannot do WAL and does not need it. secure_delete: the bytes of a
      * cleared or deleted value (a legacy plaintext token, a deleted row) are
-     * zeroed, not left in free pages (Debian builds it on; say so anyway). */
+     * zeroed, not left in free pages (Debian builds it on; say so anyway).
+     * synchronous FULL: every commit waits for the disk unless store_begin_relaxed()
+     * says it need not (Debian's default too; say so anyway). */
     r = sqlite_exec(s, "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; "
-                       "PRAGMA secure_delete = ON");
+                       "PRAGMA secure_delete = ON; PRAGMA synchronous = FULL");
     if (r < 0) {
         goto fail;
     }
@@ -327,6 +329,13 @@ static int sqlite_rollback(struct store *base)
     return sqlite_exec(s, "ROLLBACK");
 }
 
+/* SQLite refuses to change it inside a transaction: store.c sets it before BEGIN. */
+static int sqlite_set_synchronous(struct store *base, bool full)
+{
+    return sqlite_exec(to_sqlite(base),
+                       full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+}
+
 static int sqlite_exec_script(struct store *base, const char *sql)
 {
     return sqlite_exec(to_sqlite(base), sql);
@@ -351,6 +360,7 @@ const struct store_driver store_sqlite_driver = {
     .begin = sqlite_begin,
     .commit = sqlite_commit,
     .rollback = sqlite_rollback,
+    .set_synchronous = sqlite_set_synchronous,
     .exec_script = sqlite_exec_script,
     .run = sqlite_run,
     .migration_lock_sql = NULL,

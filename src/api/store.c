@@ -1266,6 +1266,39 @@ int store_begin(struct store *s)
     return 0;
 }
 
+/* Back to full commits after a relaxed transaction (store_begin_relaxed()). */
+static int end_relaxed(struct store *s, int r)
+{
+    if (s->relaxed) {
+        int k = s->driver->set_synchronous(s, true);
+        s->relaxed = false;
+        r = r < 0 ? r : k;
+    }
+    return r;
+}
+
+int store_begin_relaxed(struct store *s)
+{
+    int r;
+
+    if (!s) {
+        return -EINVAL;
+    }
+    if (s->in_transaction) {
+        return -EBUSY;
+    }
+    if (!s->driver->set_synchronous) {
+        return store_begin(s);
+    }
+    r = s->driver->set_synchronous(s, false);
+    if (r < 0) {
+        return r;
+    }
+    s->relaxed = true;
+    r = store_begin(s);
+    return r < 0 ? end_relaxed(s, r) : 0;
+}
+
 int store_commit(struct store *s)
 {
     int r;
@@ -1275,7 +1308,7 @@ int store_commit(struct store *s)
     }
     r = s->driver->commit(s);
     s->in_transaction = false;
-    return r;
+    return end_relaxed(s, r);
 }
 
 int store_rollback(struct store *s)
@@ -1290,7 +1323,7 @@ int store_rollback(struct store *s)
     }
     r = s->driver->rollback(s);
     s->in_transaction = false;
-    return r;
+    return end_relaxed(s, r);
 }
 
 static int migrate_one(struct store *s, const struct store_migration *m)
@@ -1667,6 +1700,7 @@ int store_operation_claim(struct store *s, const char *owner, int64_t now, int64
 {
     const struct store_param p[] = { STORE_PARAM_TEXT(owner), STORE_PARAM_INT(now),
                                      STORE_PARAM_INT(lease_until) };
+    int r;
 
     if (!s || !ret || !text_ok(owner, true) || lease_until <= now) {
         return -EINVAL;
@@ -1680,7 +1714,25 @@ int store_operation_claim(struct store *s, const char *owner, int64_t now, int64
         s->claim_sql = NULL;
         return -ENOMEM;
     }
-    return get_one(s, s->claim_sql, p, ARRAY_SIZE(p), store_rows_init_operation, ret);
+    /* A claim lost in a host crash is a lease that lapsed: the operation is claimed again
+     * and runs again, as it would after its runner died. So it need not wait for the disk. */
+    if (!s->driver->set_synchronous) {
+        return get_one(s, s->claim_sql, p, ARRAY_SIZE(p), store_rows_init_operation, ret);
+    }
+    r = store_begin_relaxed(s);
+    if (r < 0) {
+        return r;
+    }
+    r = get_one(s, s->claim_sql, p, ARRAY_SIZE(p), store_rows_init_operation, ret);
+    if (r < 0) {
+        (void)store_rollback(s);
+        return r;
+    }
+    r = store_commit(s);
+    if (r < 0) {
+        store_operation_release(ret); /* not claimed after all */
+    }
+    return r;
 }
 
 int store_operation_renew(struct store *s, const char *id, const char *owner, int64_t lease_until)

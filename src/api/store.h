@@ -164,6 +164,14 @@ const char *store_kind(const struct store *s);
 
 /* Transactions, for multi-row changes (e.g. sandbox row + its operation). Not nested. */
 int store_begin(struct store *s);
+/*
+ * A transaction whose commit need not wait for the disk: for rows a host crash (power
+ * loss, kernel panic) makes moot anyway, such as a create's, whose VM dies with the host.
+ * A process crash never loses it, and the next full commit makes it durable too (SQLite:
+ * `synchronous = NORMAL` for it, the WAL is written in order). PostgreSQL: a full one
+ * (the store may be on another machine than the VMs it describes).
+ */
+int store_begin_relaxed(struct store *s);
 int store_commit(struct store *s);
 int store_rollback(struct store *s);
 

@@ -1842,6 +1842,56 @@ static void test_store_transactions(void **state)
     assert_int_equal(store_rollback(s), 0);
 }
 
+/* PRAGMA synchronous on SQLite (2 FULL, 1 NORMAL); -1 elsewhere. */
+static int64_t synchronous(struct store *s)
+{
+    struct store_int64_row row = { 0 };
+
+    if (strcmp(store_kind(s), "sqlite") != 0) {
+        return -1;
+    }
+    assert_true(
+        s->driver->run(s, "PRAGMA synchronous", false, NULL, 0, store_row_int64, &row, NULL) >= 0);
+    assert_true(row.found);
+    return row.value;
+}
+
+static void test_store_relaxed(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox a = sandbox("sb00000000000000000a", 100, "creating"), got = { 0 };
+    struct store_operation op = operation("00000000000000000000000000000001", a.id, "pending", 1),
+                           claimed = { 0 };
+    bool sqlite = strcmp(store_kind(s), "sqlite") == 0;
+
+    assert_int_equal(synchronous(s), sqlite ? 2 : -1); /* full unless asked */
+    /* Relaxed inside, full again after a rollback and after a commit; nested: -EBUSY. */
+    assert_int_equal(store_begin_relaxed(s), 0);
+    assert_int_equal(store_begin_relaxed(s), -EBUSY);
+    assert_int_equal(store_begin(s), -EBUSY);
+    assert_int_equal(synchronous(s), sqlite ? 1 : -1);
+    assert_int_equal(store_sandbox_insert(s, &a), 0);
+    assert_int_equal(store_rollback(s), 0);
+    assert_int_equal(synchronous(s), sqlite ? 2 : -1);
+    assert_int_equal(store_sandbox_get(s, a.id, &got), -ENOENT);
+    assert_int_equal(store_begin_relaxed(s), 0);
+    assert_int_equal(store_sandbox_insert(s, &a), 0);
+    assert_int_equal(store_operation_insert(s, &op), 0);
+    assert_int_equal(store_commit(s), 0);
+    assert_int_equal(synchronous(s), sqlite ? 2 : -1);
+    assert_int_equal(store_sandbox_get(s, a.id, &got), 0);
+    store_sandbox_release(&got);
+    /* A claim is a relaxed transaction of its own: refused inside one, full after it. */
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(store_operation_claim(s, "owner-1", 10, 20, &claimed), -EBUSY);
+    assert_int_equal(store_rollback(s), 0);
+    assert_int_equal(store_operation_claim(s, "owner-1", 10, 20, &claimed), 0);
+    assert_string_equal(claimed.id, op.id);
+    store_operation_release(&claimed);
+    assert_int_equal(store_operation_claim(s, "owner-2", 11, 21, &claimed), -ENOENT);
+    assert_int_equal(synchronous(s), sqlite ? 2 : -1);
+}
+
 static void test_store_strings_roundtrip(void **state)
 {
     struct store *s = S(state);
@@ -2083,6 +2133,7 @@ static void test_store_pg_reconnect(void **state)
         cmocka_unit_test_setup_teardown(test_store_operation_claim_concurrent, setup, teardown),   \
         cmocka_unit_test_setup_teardown(test_store_api_keys, setup, teardown),                     \
         cmocka_unit_test_setup_teardown(test_store_transactions, setup, teardown),                 \
+        cmocka_unit_test_setup_teardown(test_store_relaxed, setup, teardown),                      \
         cmocka_unit_test_setup_teardown(test_store_strings_roundtrip, setup, teardown),            \
         cmocka_unit_test_setup_teardown(test_store_bad_input, setup, teardown),                    \
         cmocka_unit_test_setup_teardown(test_store_token_sealed_at_rest, setup, teardown),         \
