@@ -21,26 +21,16 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 from lib.platform import started_node  # noqa: E402
-
-
-def pct(v, p):
-    v = sorted(v)
-    return v[min(len(v) - 1, int(round((len(v) - 1) * p / 100)))]
-
-
-def pool_level(node):
-    node.call("GET", "/v1/templates")  # registers the pool and starts the snapshot
-    status, body = node.call("GET", "/v1/pools")
-    assert status == 200, body
-    pools = [p for p in body["pools"] if p["template"] == "base"]
-    return pools[0] if pools else None
+from pool_bench import pct, pool_level  # noqa: E402
 
 
 def wait(node, pred, timeout=900):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        node.call("GET", "/v1/templates")  # registers the pool and starts the snapshot
         p = pool_level(node)
         if p and pred(p):
             return p
