@@ -108,6 +108,7 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
         .network_json = (char *)p->network_json,
         .auto_pause = p->auto_pause,
         .auto_resume = p->auto_resume,
+        .auto_pause_disk = p->auto_pause_disk,
     };
     r = store_begin(m->store);
     if (r < 0) {
