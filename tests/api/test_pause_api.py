@@ -183,13 +183,15 @@ def e2b_seconds_left(plat, sid):
 
 def start_counter(plat, sid):
     """A background process, and a file nobody fsync's: what a disk-only pause keeps or not."""
-    run(plat, sid, "nohup sh -c 'while :; do sleep 1; done' >/dev/null 2>&1 & "
+    run(plat, sid, "nohup sh -c 'while :; do sleep 1; done # bgloop' >/dev/null 2>&1 & "
                    "echo $! > $HOME/bg.pid; echo unsynced-$$ > $HOME/nosync")
     return run(plat, sid, "cat $HOME/bg.pid").strip()
 
 
 def bg_alive(plat, sid, pid):
-    return run(plat, sid, f"kill -0 {pid} 2>/dev/null && echo yes || echo no").strip() == "yes"
+    # by its command line: a booted guest may reuse the pid
+    out = run(plat, sid, f"grep -q bg[l]oop /proc/{pid}/cmdline 2>/dev/null && echo yes || echo no")
+    return out.strip() == "yes"
 
 
 def test_e2b_pause_without_memory_reboots_from_the_disk(plat, sid):
@@ -264,6 +266,17 @@ def test_native_suspend_without_memory(plat, sid):
     status, op = plat.admin("POST", f"/v1/operations/{res['operation_id']}/wait?timeout_s=120")
     assert op["state"] == "succeeded" and op["kind"] == "sandbox.restore-disk", op
     assert not bg_alive(plat, sid, pid)
+    # the CLI: space sandbox suspend|restore --no-memory
+    pid = start_counter(plat, sid)
+    env = dict(plat.env, SPACE_API_KEY=plat.key)
+    for verb, want in (("suspend", "suspended"), ("restore", "running")):
+        res = subprocess.run([SPACE, "sandbox", verb, "--no-memory", sid], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0 and res.stdout.split() == [sid, want], res
+    assert not bg_alive(plat, sid, pid)
+    res = subprocess.run([SPACE, "sandbox", "pause", "--no-memory", sid], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "usage" in res.stderr, res
 
 
 def test_native_auto_pause_memory_inputs(plat):

@@ -23,7 +23,8 @@ async function waitState(id, want, ms) {
 
 // A background process, files written just before the pause (some never synced).
 async function prepare(sbx) {
-  await sbx.commands.run("nohup sh -c 'while :; do sleep 1; done' >/dev/null 2>&1 & " +
+  // "bgloop" in its command line: a pid alone could be reused by the booted guest
+  await sbx.commands.run("nohup sh -c 'while :; do sleep 1; done # bgloop' >/dev/null 2>&1 & " +
     'echo $! > /home/user/bg.pid')
   await sbx.files.write('/home/user/unsynced.txt', 'never fsynced')
   await sbx.commands.run('echo synced > /home/user/synced.txt && sync /home/user/synced.txt')
@@ -36,7 +37,8 @@ async function checkRebooted(sbx, pid) {
   assert.equal(await sbx.files.read('/home/user/unsynced.txt'), 'never fsynced')
   assert.equal((await sbx.files.read('/home/user/synced.txt')).trim(), 'synced')
   await sbx.commands.run('md5sum -c /home/user/big.md5')
-  const r = await sbx.commands.run(`kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)
+  const r = await sbx.commands.run(`grep -q bg[l]oop /proc/${pid}/cmdline 2>/dev/null && ` +
+    'echo alive || echo gone')
   assert.equal(r.stdout.trim(), 'gone', 'a reboot from the disk keeps no process')
 }
 
