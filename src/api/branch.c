@@ -198,6 +198,7 @@ static void start_creates(struct branch *b)
         .network_json = b->sb.network_json,
         .auto_pause = b->sb.auto_pause,
         .auto_resume = b->sb.auto_resume,
+        .auto_pause_disk = b->sb.auto_pause_disk,
     };
 
     for (unsigned i = 0; i < b->count; i++) {

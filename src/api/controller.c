@@ -140,7 +140,7 @@ static char *node_state(const char *node_socket, const char *id)
  * (this process died while the node went on): it is asked again until it settles, within
  * the node call's deadline.
  */
-static void run_node_verb(struct op_job *j, const char *verb)
+static void run_node_verb_body(struct op_job *j, const char *verb, json_t *body)
 {
     usec_t deadline = now_monotonic() + NODE_CLIENT_TIMEOUT;
     char path[128];
@@ -150,7 +150,7 @@ static void run_node_verb(struct op_job *j, const char *verb)
     for (;;) {
         json_decref(res);
         res = NULL;
-        j->r = node_client_call(j->node_socket, "POST", path, NULL, NODE_CLIENT_TIMEOUT, &j->status,
+        j->r = node_client_call(j->node_socket, "POST", path, body, NODE_CLIENT_TIMEOUT, &j->status,
                                 &res);
         if (j->r < 0 || j->status != 409 || now_monotonic() >= deadline) {
             break;
@@ -177,6 +177,36 @@ static void run_node_verb(struct op_job *j, const char *verb)
     json_decref(res);
 }
 
+static void run_node_verb(struct op_job *j, const char *verb)
+{
+    run_node_verb_body(j, verb, NULL);
+}
+
+/* suspend-disk, restore-disk: the node's suspend and restore with {"memory": false}. */
+static void run_node_verb_disk(struct op_job *j, const char *verb)
+{
+    json_t *body = json_pack("{s:b}", "memory", 0);
+
+    if (!body) {
+        j->r = -ENOMEM;
+        j->status = 500;
+        j->error = strdup("out of memory");
+        return;
+    }
+    run_node_verb_body(j, verb, body);
+    json_decref(body);
+}
+
+static void run_suspend_disk(struct op_job *j)
+{
+    run_node_verb_disk(j, "suspend");
+}
+
+static void run_restore_disk(struct op_job *j)
+{
+    run_node_verb_disk(j, "restore");
+}
+
 static void run_pause(struct op_job *j)
 {
     run_node_verb(j, "pause");
@@ -199,10 +229,16 @@ static void run_restore(struct op_job *j)
 
 /* The implemented kinds (operation.h); a kind without a runner ends with 501. */
 static const op_run_fn op_runners[_OPERATION_KIND_MAX] = {
-    [OPERATION_KIND_CREATE] = run_create,   [OPERATION_KIND_KILL] = run_kill,
-    [OPERATION_KIND_PAUSE] = run_pause,     [OPERATION_KIND_RESUME] = run_resume,
-    [OPERATION_KIND_SUSPEND] = run_suspend, [OPERATION_KIND_RESTORE] = run_restore,
-    [OPERATION_KIND_NETWORK] = run_network, [OPERATION_KIND_SNAPSHOT] = run_snapshot,
+    [OPERATION_KIND_CREATE] = run_create,
+    [OPERATION_KIND_KILL] = run_kill,
+    [OPERATION_KIND_PAUSE] = run_pause,
+    [OPERATION_KIND_RESUME] = run_resume,
+    [OPERATION_KIND_SUSPEND] = run_suspend,
+    [OPERATION_KIND_RESTORE] = run_restore,
+    [OPERATION_KIND_NETWORK] = run_network,
+    [OPERATION_KIND_SNAPSHOT] = run_snapshot,
+    [OPERATION_KIND_SUSPEND_DISK] = run_suspend_disk,
+    [OPERATION_KIND_RESTORE_DISK] = run_restore_disk,
 };
 
 static int64_t now_us(void)
@@ -534,12 +570,14 @@ static int lifetime_on_success(struct manager *m, enum operation_kind kind,
     int64_t fallback = m->default_timeout_s * (int64_t)USEC_PER_SEC;
     struct store_sandbox upd = { .id = sb->id, .updated_at = now };
 
-    if (kind == OPERATION_KIND_PAUSE || kind == OPERATION_KIND_SUSPEND) {
+    if (kind == OPERATION_KIND_PAUSE || kind == OPERATION_KIND_SUSPEND ||
+        kind == OPERATION_KIND_SUSPEND_DISK) {
         upd.remaining_us = !sb->end_at                                ? -1
                            : sb->end_at - now > (int64_t)USEC_PER_SEC ? sb->end_at - now
                                                                       : fallback;
         upd.end_at = sb->end_at;
-    } else if (kind == OPERATION_KIND_RESUME || kind == OPERATION_KIND_RESTORE) {
+    } else if (kind == OPERATION_KIND_RESUME || kind == OPERATION_KIND_RESTORE ||
+               kind == OPERATION_KIND_RESTORE_DISK) {
         int64_t left = sb->remaining_us;
         if (left == 0) { /* paused by a release that kept nothing */
             left = !sb->end_at ? -1 : sb->end_at - now > 0 ? sb->end_at - now : fallback;
@@ -572,7 +610,8 @@ static bool resends_policy(enum operation_kind kind, const struct store_sandbox 
     json_t *native;
     bool inject;
 
-    if (kind != OPERATION_KIND_RESUME && kind != OPERATION_KIND_RESTORE) {
+    if (kind != OPERATION_KIND_RESUME && kind != OPERATION_KIND_RESTORE &&
+        kind != OPERATION_KIND_RESTORE_DISK) {
         return false;
     }
     native = egress_native(sb->network_json);
@@ -1100,8 +1139,11 @@ static void enforce_timeouts(struct manager *m)
             strcmp(list[i].desired_state, SANDBOX_STATE_RUNNING) == 0) {
             if (list[i].auto_pause) {
                 /* -EBUSY while another operation runs: the next tick asks again. */
-                if (controller_request(m, OPERATION_KIND_SUSPEND, list[i].id, op, NULL) >= 0) {
-                    log_sandbox_info(list[i].id, "timeout reached, suspending (autoPause)");
+                enum operation_kind kind =
+                    list[i].auto_pause_disk ? OPERATION_KIND_SUSPEND_DISK : OPERATION_KIND_SUSPEND;
+                if (controller_request(m, kind, list[i].id, op, NULL) >= 0) {
+                    log_sandbox_info(list[i].id, "timeout reached, suspending (autoPause%s)",
+                                     list[i].auto_pause_disk ? ", without memory" : "");
                 }
                 continue;
             }

@@ -94,19 +94,15 @@ static bool check_create_fields(struct evhttp_request *req, json_t *body)
     if (!get_bool(req, body, "autoPause", &pause)) {
         return false;
     }
-    /* keepMemory: true is what space's suspend keeps anyway; false (a filesystem-only
-     * snapshot) is not there yet. Without autoPause it would mean nothing. */
+    /* autoPauseMemory (keepMemory): true is space's suspend; false a disk-only one (the
+     * restore boots from the disk). Without autoPause only the SDK's default false (or null)
+     * is taken: true would ask for something that never happens. */
     v = json_object_get(body, "autoPauseMemory");
     if (!get_bool(req, body, "autoPauseMemory", &b)) {
         return false;
     }
     if (v && !json_is_null(v) && !pause && b) {
         http_util_reply_error(req, 400, "'autoPauseMemory' needs 'autoPause': true");
-        return false;
-    }
-    if (pause && v && json_is_false(v)) {
-        reply_not_implemented(req, "pausing at timeout without memory (autoPauseMemory: false, "
-                                   "a filesystem-only snapshot)");
         return false;
     }
     v = json_object_get(body, "autoResume");
@@ -122,6 +118,13 @@ static bool check_create_fields(struct evhttp_request *req, json_t *body)
         }
         if (b && !pause) {
             http_util_reply_error(req, 400, "'autoResume' needs 'autoPause': true");
+            return false;
+        }
+        /* As E2B (and its SDK) has it: a disk-only pause is resumed by connect, explicitly. */
+        if (b && json_is_false(json_object_get(body, "autoPauseMemory"))) {
+            http_util_reply_error(req, 400,
+                                  "'autoResume' cannot be enabled with 'autoPauseMemory': false "
+                                  "(a disk-only pause is resumed by connect)");
             return false;
         }
     }
@@ -353,6 +356,8 @@ void e2b_sandbox_create(struct request_ctx *c)
         .auto_pause = json_is_true(json_object_get(body, "autoPause")),
         .auto_resume =
             json_is_true(json_object_get(json_object_get(body, "autoResume"), "enabled")),
+        .auto_pause_disk = json_is_true(json_object_get(body, "autoPause")) &&
+                           json_is_false(json_object_get(body, "autoPauseMemory")),
     };
     /* Sandbox.create(snapshotId): the snapshot's id is the template (snapshots.h). */
     r = snapshots_resolve_create(c->m, template_id, &p);
@@ -642,17 +647,33 @@ static bool is_paused_state(const char *state)
 }
 
 /* What brings a sandbox E2B calls paused back: restore from suspended, else resume (a
- * transitional state then answers 409: it is changing state). */
-static enum operation_kind wake_kind(const char *state)
+ * transitional state then answers 409: it is changing state). memory false (onResume:
+ * "reboot"): a restore that boots from the disk, dropping any memory state; a sandbox
+ * paused through the native API (memory resident) has no disk-only path: -EMEDIUMTYPE. */
+static int wake_kind(const char *state, bool memory, enum operation_kind *ret)
 {
-    return strcmp(state, "suspended") == 0 || strcmp(state, "suspending") == 0 ||
-                   strcmp(state, "restoring") == 0
-               ? OPERATION_KIND_RESTORE
-               : OPERATION_KIND_RESUME;
+    bool suspended = strcmp(state, "suspended") == 0 || strcmp(state, "suspending") == 0 ||
+                     strcmp(state, "restoring") == 0;
+    if (!suspended && !memory) {
+        return -EMEDIUMTYPE;
+    }
+    *ret = !suspended ? OPERATION_KIND_RESUME
+           : memory   ? OPERATION_KIND_RESTORE
+                      : OPERATION_KIND_RESTORE_DISK;
+    return 0;
+}
+
+static void reply_no_reboot(struct evhttp_request *req, const char *id)
+{
+    http_util_reply_error(req, 409,
+                          "sandbox '%s' is paused with its memory resident (native pause): "
+                          "'memory': false (a reboot from the disk) needs a suspended sandbox; "
+                          "resume it with memory",
+                          id);
 }
 
 /* Parses {timeout?, memory?} (connect) or {timeout?, autoPause?, memory?} (resume). */
-static int resume_body(struct request_ctx *c, const char *known, int64_t *timeout)
+static int resume_body(struct request_ctx *c, const char *known, int64_t *timeout, bool *ret_memory)
 {
     json_t *body = http_util_body_json(c->req), *t;
     bool memory = true, auto_pause = false;
@@ -680,12 +701,8 @@ static int resume_body(struct request_ctx *c, const char *known, int64_t *timeou
         if (t && !json_is_null(t)) {
             *timeout = json_integer_value(t);
         }
-        if (!memory) {
-            /* onResume: "reboot" (start from the disk only) is not there yet. */
-            reply_not_implemented(c->req, "resuming without memory (memory: false, a reboot "
-                                          "from the disk)");
-            r = -EOPNOTSUPP;
-        } else if (auto_pause) {
+        *ret_memory = memory;
+        if (auto_pause) {
             reply_not_implemented(c->req, "pausing at timeout (autoPause)");
             r = -EOPNOTSUPP;
         }
@@ -705,11 +722,12 @@ static int resume_body(struct request_ctx *c, const char *known, int64_t *timeou
 struct connect_wait {
     char id[SANDBOX_ID_LEN + 1];
     int64_t timeout_s;
+    bool memory;
     int waits;
 };
 
 static void connect_run(struct manager *m, struct evhttp_request *req, const char *id,
-                        int64_t timeout, int waits);
+                        int64_t timeout, bool memory, int waits);
 
 static void connect_waited(struct manager *m, struct evhttp_request *req,
                            const struct store_operation *op, void *userdata)
@@ -719,13 +737,13 @@ static void connect_waited(struct manager *m, struct evhttp_request *req,
     if (!op) {
         controller_reply_unfinished(m, req, "the sandbox did not settle in time");
     } else {
-        connect_run(m, req, w->id, w->timeout_s, w->waits);
+        connect_run(m, req, w->id, w->timeout_s, w->memory, w->waits);
     }
     free(w);
 }
 
 static void connect_run(struct manager *m, struct evhttp_request *req, const char *id,
-                        int64_t timeout, int waits)
+                        int64_t timeout, bool memory, int waits)
 {
     struct store_sandbox sb = { 0 };
     struct store_operation busy = { 0 };
@@ -740,6 +758,7 @@ static void connect_run(struct manager *m, struct evhttp_request *req, const cha
         if (w) {
             snprintf(w->id, sizeof(w->id), "%s", id);
             w->timeout_s = timeout;
+            w->memory = memory;
             w->waits = waits + 1;
             controller_wait(m, busy.id, req, CREATE_WAIT, connect_waited, w);
         } else {
@@ -750,11 +769,17 @@ static void connect_run(struct manager *m, struct evhttp_request *req, const cha
         return;
     }
     if (is_paused_state(sb.state)) {
-        enum operation_kind kind = wake_kind(sb.state);
+        enum operation_kind kind = _OPERATION_KIND_INVALID;
+        r = wake_kind(sb.state, memory, &kind);
         store_sandbox_release(&sb);
-        request_and_wait(m, req, id, kind, "resume", 201, timeout);
+        if (r < 0) {
+            reply_no_reboot(req, id);
+        } else {
+            request_and_wait(m, req, id, kind, "resume", 201, timeout);
+        }
         return;
     }
+    /* Running: memory only says how a paused one comes back; there is nothing to reboot. */
     store_sandbox_release(&sb);
     /* Running: connect only ever extends the time to live (§3.4). */
     r = lifecycle_set_timeout(m, id, timeout, true);
@@ -772,11 +797,12 @@ static void connect_run(struct manager *m, struct evhttp_request *req, const cha
 void e2b_sandbox_connect(struct request_ctx *c)
 {
     int64_t timeout = c->m->default_timeout_s;
+    bool memory = true;
 
-    if (resume_body(c, "timeout memory", &timeout) < 0) {
+    if (resume_body(c, "timeout memory", &timeout, &memory) < 0) {
         return;
     }
-    connect_run(c->m, c->req, c->id, timeout, 0);
+    connect_run(c->m, c->req, c->id, timeout, memory, 0);
 }
 
 /* The deprecated resume route: 201 when it resumed, 409 when it already runs. */
@@ -784,9 +810,11 @@ void e2b_sandbox_resume(struct request_ctx *c)
 {
     struct store_sandbox sb = { 0 };
     int64_t timeout = c->m->default_timeout_s;
+    enum operation_kind kind = _OPERATION_KIND_INVALID;
+    bool memory = true;
     int r;
 
-    if (resume_body(c, "timeout autoPause memory", &timeout) < 0) {
+    if (resume_body(c, "timeout autoPause memory", &timeout, &memory) < 0) {
         return;
     }
     r = lifecycle_get_live(c->m, c->id, &sb);
@@ -795,10 +823,14 @@ void e2b_sandbox_resume(struct request_ctx *c)
         return;
     }
     bool paused = is_paused_state(sb.state);
-    enum operation_kind kind = wake_kind(sb.state);
+    r = wake_kind(sb.state, memory, &kind);
     store_sandbox_release(&sb);
     if (!paused) {
         http_util_reply_error(c->req, 409, "sandbox '%s' is already running", c->id);
+        return;
+    }
+    if (r < 0) {
+        reply_no_reboot(c->req, c->id);
         return;
     }
     e2b_request_and_wait(c, kind, "resume", 201, timeout);
@@ -825,13 +857,10 @@ void e2b_sandbox_pause(struct request_ctx *c)
     if (!ok) {
         return;
     }
-    if (!memory) {
-        reply_not_implemented(c->req, "pausing without memory (memory: false, a disk-only "
-                                      "snapshot)");
-        return;
-    }
-    /* A sandbox paused through the native API is paused already: 409 as well. */
-    e2b_request_and_wait(c, OPERATION_KIND_SUSPEND, "pause", 204, 0);
+    /* A sandbox paused through the native API is paused already: 409 as well. memory false:
+     * a disk-only suspend (the guest syncs first; the resume boots from the disk). */
+    e2b_request_and_wait(c, memory ? OPERATION_KIND_SUSPEND : OPERATION_KIND_SUSPEND_DISK, "pause",
+                         204, 0);
 }
 
 void e2b_sandbox_metrics(struct request_ctx *c)

@@ -100,7 +100,7 @@ void http_sandbox_create(struct request_ctx *c)
     }
     if (!routes_check_fields(c->req, body, "the create request",
                              "template snapshot vcpus memory_mb disk_mb timeout_s metadata env "
-                             "network auto_pause")) {
+                             "network auto_pause auto_pause_memory")) {
         goto out;
     }
     json_t *ap = json_object_get(body, "auto_pause");
@@ -109,6 +109,17 @@ void http_sandbox_create(struct request_ctx *c)
         goto out;
     }
     p.auto_pause = json_is_true(ap);
+    /* auto_pause_memory false: that suspend keeps the disk only (a restore boots from it). */
+    json_t *apm = json_object_get(body, "auto_pause_memory");
+    if (apm && !json_is_boolean(apm)) {
+        http_util_reply_error(c->req, 400, "'auto_pause_memory' must be a boolean");
+        goto out;
+    }
+    if (apm && !p.auto_pause) {
+        http_util_reply_error(c->req, 400, "'auto_pause_memory' needs 'auto_pause': true");
+        goto out;
+    }
+    p.auto_pause_disk = json_is_false(apm);
     t = json_object_get(body, "template");
     if (t && (!json_is_string(t) || !template_name_is_valid(json_string_value(t)))) {
         http_util_reply_error(c->req, 400, "invalid 'template'");
@@ -317,8 +328,20 @@ static void lifecycle_verb(struct request_ctx *c, enum operation_kind kind, cons
     char op[33];
     int r;
 
-    /* No body fields exist for these verbs: anything given would be ignored, so refuse it. */
-    bool ok = body && routes_check_fields(c->req, body, "the request", "(none)");
+    /* suspend and restore take {memory?: bool} (false: the disk only, operation.h); the others
+     * no field: anything given would be ignored, so refuse it. */
+    bool takes_memory = kind == OPERATION_KIND_SUSPEND || kind == OPERATION_KIND_RESTORE;
+    json_t *mem = json_object_get(body, "memory");
+    bool ok = body &&
+              routes_check_fields(c->req, body, "the request", takes_memory ? "memory" : "(none)");
+    if (ok && mem && !json_is_null(mem) && !json_is_boolean(mem)) {
+        http_util_reply_error(c->req, 400, "'memory' must be a boolean");
+        ok = false;
+    }
+    if (ok && json_is_false(mem)) {
+        kind = kind == OPERATION_KIND_SUSPEND ? OPERATION_KIND_SUSPEND_DISK
+                                              : OPERATION_KIND_RESTORE_DISK;
+    }
     json_decref(body);
     if (!ok) {
         return;

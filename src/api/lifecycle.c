@@ -108,6 +108,7 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
         .network_json = (char *)p->network_json,
         .auto_pause = p->auto_pause,
         .auto_resume = p->auto_resume,
+        .auto_pause_disk = p->auto_pause_disk,
     };
     /* A host crash kills the VM these rows are about: they need not wait for the disk. */
     r = store_begin_relaxed(m->store);

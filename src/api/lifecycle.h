@@ -26,6 +26,7 @@ struct lifecycle_create_params {
     const char *network_json; /* egress policy as egress.h stores it; NULL = deny all */
     bool auto_pause;          /* suspended at its end time instead of killed (E2B autoPause) */
     bool auto_resume;         /* ingress traffic wakes it (E2B lifecycle.autoResume) */
+    bool auto_pause_disk;     /* that suspend keeps no memory (E2B autoPauseMemory: false) */
 };
 
 /* Checks an object of string values (metadata, envVars); a message for 400 otherwise. */

@@ -88,6 +88,21 @@ static const struct operation_kind_info kind_table[_OPERATION_KIND_MAX] = {
         .transitional = NONE, .on_success = NONE, .on_failure = NONE,
         .busy = OPERATION_BUSY_QUEUE,
     },
+    /*
+     * E2B's pause {memory: false} and resume {memory: false} (e2b-compat.md "pause/connect"):
+     * the same states as suspend and restore; the kind is what records that no memory is
+     * kept (the node marks its suspend disk-only, so any later restore boots from the disk).
+     */
+    [OPERATION_KIND_SUSPEND_DISK] = {
+        .name = "sandbox.suspend-disk", .implemented = true, .from = BIT(SANDBOX_RUNNING),
+        .transitional = SANDBOX_SUSPENDING, .on_success = SANDBOX_SUSPENDED,
+        .on_failure = SANDBOX_RUNNING, .busy = OPERATION_BUSY_CONFLICT,
+    },
+    [OPERATION_KIND_RESTORE_DISK] = {
+        .name = "sandbox.restore-disk", .implemented = true, .from = BIT(SANDBOX_SUSPENDED),
+        .transitional = SANDBOX_RESTORING, .on_success = SANDBOX_RUNNING,
+        .on_failure = SANDBOX_SUSPENDED, .busy = OPERATION_BUSY_CONFLICT,
+    },
 };
 
 const char *sandbox_state_to_string(enum sandbox_state s)

@@ -45,6 +45,8 @@ enum operation_kind {
     OPERATION_KIND_RESTORE,
     OPERATION_KIND_FORK,
     OPERATION_KIND_NETWORK,
+    OPERATION_KIND_SUSPEND_DISK, /* suspend without memory: restore boots from the disk */
+    OPERATION_KIND_RESTORE_DISK, /* restore that drops the memory state: a boot from the disk */
     _OPERATION_KIND_MAX,
     _OPERATION_KIND_INVALID = -EINVAL,
 };

@@ -169,6 +169,9 @@ json_t *sandbox_to_json(const struct store_sandbox *sb)
     if (j) {
         json_object_set_new(j, "network", egress_native(sb->network_json));
         json_object_set_new(j, "auto_pause", json_boolean(sb->auto_pause));
+        if (sb->auto_pause) {
+            json_object_set_new(j, "auto_pause_memory", json_boolean(!sb->auto_pause_disk));
+        }
         const char *reason = death_reason(sb);
         json_object_set_new(j, "reason", reason ? json_string(reason) : json_null());
         /* Paused or suspended: the lifetime it gets back when it runs again (null: none

@@ -459,7 +459,8 @@ static void sandbox_params(const struct store_sandbox *sb, const char *sealed_to
         STORE_PARAM_INT(sb->private_traffic ? 1 : 0),
         STORE_PARAM_TEXT(sb->network_json),
         STORE_PARAM_INT(sb->remaining_us),
-        STORE_PARAM_INT((sb->auto_pause ? 1 : 0) | (sb->auto_resume ? 2 : 0)),
+        STORE_PARAM_INT((sb->auto_pause ? 1 : 0) | (sb->auto_resume ? 2 : 0) |
+                        (sb->auto_pause_disk ? 4 : 0)),
     };
     memcpy(ret, p, sizeof(p));
 }
@@ -567,6 +568,7 @@ static int sandbox_decode(const struct store_value *cols, size_t n_cols, void *i
     sb.remaining_us = cols[19].integer;
     sb.auto_pause = (cols[20].integer & 1) != 0;
     sb.auto_resume = (cols[20].integer & 2) != 0;
+    sb.auto_pause_disk = (cols[20].integer & 4) != 0;
     *(struct store_sandbox *)item = sb;
     return 0;
 fail:

@@ -59,6 +59,9 @@ struct store_sandbox {
     /* Traffic through the ingress restores (or resumes) it (E2B lifecycle.autoResume). Bit 1
      * of the auto_pause column (bit 0: auto_pause), so it needs no migration of its own. */
     bool auto_resume;
+    /* The suspend at its end time keeps no memory (E2B autoPauseMemory: false): a restore
+     * boots from the disk. Bit 2 of the auto_pause column, no migration either. */
+    bool auto_pause_disk;
 };
 
 struct store_sandbox_filter {

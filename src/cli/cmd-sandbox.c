@@ -215,15 +215,24 @@ static int sandbox_kill(int argc, char **argv)
 
 /*
  * pause|resume|suspend|restore ID...: waits for each operation and prints the state it ended in
- * ("abc... paused"); a sandbox in the wrong state fails with the API's 409 message.
+ * ("abc... paused"); a sandbox in the wrong state fails with the API's 409 message. suspend and
+ * restore take --no-memory first ({"memory": false}: the disk only; the restore boots).
  */
 static int sandbox_verb(int argc, char **argv, const char *verb)
 {
+    bool memory_opt = strcmp(verb, "suspend") == 0 || strcmp(verb, "restore") == 0;
+    bool no_memory = memory_opt && argc >= 2 && strcmp(argv[1], "--no-memory") == 0;
     char path[128], suffix[48];
+    json_t *body = NULL;
     int r = 0;
 
-    if (argc < 2) {
-        fprintf(stderr, "usage: space sandbox %s ID...\n", verb);
+    if (no_memory) {
+        argc--;
+        argv++;
+    }
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: space sandbox %s %sID...\n", verb,
+                memory_opt ? "[--no-memory] " : "");
         return 2;
     }
     snprintf(suffix, sizeof(suffix), "/%s?wait=true", verb);
@@ -232,7 +241,10 @@ static int sandbox_verb(int argc, char **argv, const char *verb)
         if (sandbox_path(argv[i], suffix, path, sizeof(path)) < 0) {
             return 2;
         }
-        if (client_call_ok("POST", path, NULL, &res) < 0) {
+        body = no_memory ? json_pack("{s:b}", "memory", 0) : NULL;
+        int k = client_call_ok("POST", path, body, &res);
+        json_decref(body);
+        if (k < 0) {
             r = 1;
             continue;
         }
@@ -386,5 +398,7 @@ int cmd_sandbox(int argc, char **argv)
     return cli_usage(
         argc >= 2 && cli_help_arg(argv[1], true),
         "usage: space sandbox "
-        "create|ls|get|exec|cp|kill|pause|resume|suspend|restore|egress|network ...\n");
+        "create|ls|get|exec|cp|kill|pause|resume|suspend|restore|egress|network ...\n"
+        "  suspend|restore [--no-memory] ID...: without memory, the disk only (the restore "
+        "boots)\n");
 }

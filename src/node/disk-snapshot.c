@@ -52,10 +52,11 @@ static void rfc3339(usec_t t, char out[40])
 
 /*
  * The guest writes out its page cache: without it, what it wrote and never fsync'd would
- * be in its memory only, and a disk snapshot would miss it. Best effort: a guest that does
- * not answer still gets a crash-consistent snapshot (its journal replays at the next boot).
+ * be in its memory only, and a disk snapshot would miss it. Best effort for a snapshot: a
+ * guest that does not answer still gets a crash-consistent one (its journal replays at the
+ * next boot).
  */
-static bool guest_sync(const struct vm_host *host, const struct vm *vm)
+bool disk_snapshot_guest_sync(const struct vm_host *host, const struct vm *vm)
 {
     const char *const args[] = { NULL };
     const char *const env[] = { NULL };
@@ -165,7 +166,7 @@ int disk_snapshot_take(const struct vm_host *host, const struct vm *vm, const ch
     }
     /* A paused guest cannot run sync: its page cache is whatever it is (it was stopped
      * between two instructions, as a crash would). */
-    quiesced = !was_paused && guest_sync(host, vm);
+    quiesced = !was_paused && disk_snapshot_guest_sync(host, vm);
     created = now_realtime();
 
     /* Stopped for the copy only: memory, devices and disk then describe one instant. */

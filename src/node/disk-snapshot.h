@@ -29,6 +29,9 @@
 
 /* <data>/snapshots/<id> into buf. */
 int disk_snapshot_dir(const struct vm_host *host, const char *id, char *buf, size_t n);
+/* The guest's `sync` through its agent (bounded): whether it ran and exited 0 (logged when
+ * not). The quiesce before a snapshot, and before a suspend without memory (vm.h). */
+bool disk_snapshot_guest_sync(const struct vm_host *host, const struct vm *vm);
 
 /*
  * Worker: takes snapshot id of vm (running, or paused: was_paused leaves it paused). The

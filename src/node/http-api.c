@@ -687,6 +687,7 @@ struct verb_job {
     struct evhttp_request *req;
     struct vm *vm;
     enum lifecycle_verb verb;
+    bool memory; /* suspend, restore: with the memory state (vm.h); false = the disk only */
     usec_t started;
     int r;
     char *error;
@@ -704,10 +705,10 @@ static void verb_work(void *p)
         j->r = vm_resume(&j->m->host, j->vm, &j->error);
         break;
     case VERB_SUSPEND:
-        j->r = vm_suspend(&j->m->host, j->vm, &j->error);
+        j->r = vm_suspend(&j->m->host, j->vm, j->memory, &j->error);
         break;
     case VERB_RESTORE:
-        j->r = vm_restore(&j->m->host, j->vm, &j->restored);
+        j->r = vm_restore(&j->m->host, j->vm, j->memory, &j->restored);
         j->error = TAKE_PTR(j->restored.error);
         break;
     }
@@ -755,6 +756,11 @@ static void verb_done(void *p)
         char key[32];
         snprintf(key, sizeof(key), "%s_ms", verb);
         json_object_set_new(res, key, json_real(ms));
+        if (j->verb == VERB_SUSPEND) {
+            json_object_set_new(res, "memory", json_boolean(j->memory));
+        } else if (j->verb == VERB_RESTORE) {
+            json_object_set_new(res, "memory", json_boolean(!j->restored.booted));
+        }
     }
     http_util_reply_json(j->req, 200, res);
 out:
@@ -763,12 +769,44 @@ out:
     manager_job_finished(m);
 }
 
+/* Suspend and restore take {"memory": bool} (default true; vm.h); the others no body. */
+static int verb_memory(struct evhttp_request *req, enum lifecycle_verb verb, bool *ret)
+{
+    json_t *body, *mem;
+    int r = 0;
+
+    *ret = true;
+    if (verb != VERB_SUSPEND && verb != VERB_RESTORE) {
+        return 0;
+    }
+    body = http_util_body_json(req);
+    if (!body) {
+        return -EINVAL;
+    }
+    mem = json_object_get(body, "memory");
+    if (json_object_size(body) > (mem ? 1u : 0u)) {
+        http_util_reply_error(req, 400, "%s takes only 'memory'", verbs[verb].name);
+        r = -EINVAL;
+    } else if (mem && !json_is_null(mem) && !json_is_boolean(mem)) {
+        http_util_reply_error(req, 400, "'memory' must be a boolean");
+        r = -EINVAL;
+    } else {
+        *ret = !json_is_false(mem);
+    }
+    json_decref(body);
+    return r;
+}
+
 static void handle_verb(struct manager *m, struct evhttp_request *req, struct vm *vm,
                         enum lifecycle_verb verb)
 {
     struct verb_job *j;
+    bool memory;
     int r;
 
+    if (verb_memory(req, verb, &memory) < 0) {
+        return;
+    }
     if (vm_state(vm) == verbs[verb].done) {
         http_util_reply_json(req, 200, vm_to_json(vm)); /* idempotent: already there */
         return;
@@ -786,8 +824,9 @@ static void handle_verb(struct manager *m, struct evhttp_request *req, struct vm
         http_util_reply_error(req, 500, "out of memory");
         return;
     }
-    *j =
-        (struct verb_job){ .m = m, .req = req, .vm = vm, .verb = verb, .started = now_monotonic() };
+    *j = (struct verb_job){
+        .m = m, .req = req, .vm = vm, .verb = verb, .memory = memory, .started = now_monotonic()
+    };
     r = manager_run_job(m, verb_work, verb_done, j);
     if (r < 0) {
         free(j);

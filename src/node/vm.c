@@ -1364,10 +1364,32 @@ static int vm_runtime_restore(const struct vm_host *host, const struct runtime_c
     return runtime_restore(host->runtime, cfg, dir, ret);
 }
 
-int vm_suspend(const struct vm_host *host, const struct vm *vm, char **ret_error)
+/* What a suspend leaves beside its snapshot for a restore that boots from the disk: the
+ * agent's /init body (env, access token, CA) as the create sent it, or as much of it as the
+ * record has (a node restarted since the create no longer holds the body). 0700 dir. */
+static int write_suspend_init(const struct vm *vm, const char *tmp)
+{
+    char path[PATH_MAX + 32];
+    char *text = NULL;
+    int r;
+
+    snprintf(path, sizeof(path), "%s/" SUSPEND_INIT_FILE, tmp);
+    if (vm->init_json) {
+        return write_file_atomic(path, vm->init_json, strlen(vm->init_json));
+    }
+    json_t *j = vm->rec.access_token[0] ? json_pack("{s:s}", "accessToken", vm->rec.access_token)
+                                        : json_object();
+    text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    r = text ? write_file_atomic(path, text, strlen(text)) : -ENOMEM;
+    free(text);
+    return r;
+}
+
+int vm_suspend(const struct vm_host *host, const struct vm *vm, bool memory, char **ret_error)
 {
     struct instance_record rec = vm->rec;
-    char dir[PATH_MAX], snap[PATH_MAX], tmp[PATH_MAX], disk[PATH_MAX];
+    char dir[PATH_MAX], snap[PATH_MAX], tmp[PATH_MAX], disk[PATH_MAX], marker[PATH_MAX + 32];
     const char *step = "pause";
     int r;
 
@@ -1387,6 +1409,14 @@ int vm_suspend(const struct vm_host *host, const struct vm *vm, char **ret_error
     if (r < 0) {
         return r;
     }
+    /* Without memory the guest's page cache would be lost with the VMM: what it wrote and
+     * never fsync'd must reach the disk first (the disk snapshot's quiesce). A guest that
+     * cannot sync stays running: a disk-only suspend never drops written data silently. */
+    if (!memory && !disk_snapshot_guest_sync(host, vm)) {
+        step = "sync the guest's file systems";
+        r = -EIO;
+        goto fail;
+    }
     /* Frozen first: memory, devices and disk then describe one instant. */
     r = runtime_pause(vm->rt);
     if (r < 0) {
@@ -1401,8 +1431,15 @@ int vm_suspend(const struct vm_host *host, const struct vm *vm, char **ret_error
     step = "write the snapshot";
     (void)rm_rf(tmp);
     r = mkdir(tmp, 0700) < 0 ? -errno : 0;
-    if (r >= 0) {
+    if (r >= 0 && memory) {
         r = runtime_snapshot(vm->rt, tmp);
+    } else if (r >= 0) {
+        /* The marker is what tells a restore to boot from the disk. */
+        snprintf(marker, sizeof(marker), "%s/" SUSPEND_DISK_ONLY_FILE, tmp);
+        r = write_file_atomic(marker, "", 0);
+    }
+    if (r >= 0) {
+        r = write_suspend_init(vm, tmp);
     }
     if (r >= 0) {
         r = fault_point("suspend.snapshot");
@@ -1466,12 +1503,38 @@ fail:
     return r;
 }
 
-int vm_restore(const struct vm_host *host, const struct vm *vm, struct vm_restore_result *ret)
+/* The identity /init a boot from the disk sends: the suspend's init file, re-identified. */
+static char *restore_init_body(const struct vm *vm, const char *snap)
+{
+    char path[PATH_MAX + 32], *init = NULL;
+    struct vm copy = *vm; /* vm_identity_json() reads init_json; the loop owns vm's */
+
+    snprintf(path, sizeof(path), "%s/" SUSPEND_INIT_FILE, snap);
+    if (read_file(path, 1024 * 1024, &init, NULL) < 0) {
+        init = NULL; /* a suspend of an older node: the record's token only */
+    }
+    copy.init_json = init ? init : vm->init_json;
+    char *body = vm_identity_json(&copy);
+    if (body && !init && vm->rec.access_token[0]) {
+        json_t *j = json_loads(body, 0, NULL);
+        free(body);
+        body = NULL;
+        if (j && json_object_set_new(j, "accessToken", json_string(vm->rec.access_token)) == 0) {
+            body = json_dumps(j, JSON_COMPACT);
+        }
+        json_decref(j);
+    }
+    free(init);
+    return body;
+}
+
+int vm_restore(const struct vm_host *host, const struct vm *vm, bool memory,
+               struct vm_restore_result *ret)
 {
     struct instance_record rec = vm->rec;
     struct runtime_config cfg;
     struct vm_paths p = { .dir = "" };
-    char snap[PATH_MAX], *body = NULL;
+    char snap[PATH_MAX], marker[PATH_MAX + 32], *body = NULL;
     struct runtime_vm *rt = NULL;
     const char *step = "prepare";
     usec_t t0 = now_monotonic();
@@ -1488,15 +1551,21 @@ int vm_restore(const struct vm_host *host, const struct vm *vm, struct vm_restor
     if (r < 0) {
         goto fail;
     }
-    vm_restore_config(&cfg);
+    /* A disk-only suspend has no memory to load; memory: false drops what there is (the
+     * disk is as the suspend synced it on the host: crash-consistent, its journal replays). */
+    snprintf(marker, sizeof(marker), "%s/" SUSPEND_DISK_ONLY_FILE, snap);
+    bool boot = !memory || access(marker, F_OK) == 0;
+    if (!boot) {
+        vm_restore_config(&cfg);
+    }
     /* Kept across the suspend; made again if something removed it. Idempotent. */
     step = "create network";
     r = netslot_create(rec.iid);
     if (r < 0) {
         goto fail;
     }
-    step = "start vmm from the snapshot";
-    r = vm_runtime_restore(host, &cfg, snap, &rt);
+    step = boot ? "boot vmm from the disk" : "start vmm from the snapshot";
+    r = boot ? runtime_boot(host->runtime, &cfg, &rt) : vm_runtime_restore(host, &cfg, snap, &rt);
     if (r >= 0) {
         r = fault_point("restore.vmm");
     }
@@ -1515,15 +1584,30 @@ int vm_restore(const struct vm_host *host, const struct vm *vm, struct vm_restor
     if (r < 0) {
         goto fail;
     }
-    step = "resume";
-    r = runtime_resume(rt);
+    step = boot ? "wait for agent" : "resume";
+    r = boot ? vm_wait_ready(host, rt) : runtime_resume(rt);
     if (r < 0) {
         goto fail;
     }
-    /* The clock stood still since the suspend: step it (as after a resume). */
-    body = vm_clock_init_body(&rec, now_realtime());
-    r = body ? vm_agent_init(rt, body, &ret->error) : -ENOMEM;
-    free(body);
+    if (boot) {
+        /* A fresh agent: the whole identity again, and it must take it (its token). */
+        step = "initialise agent";
+        body = restore_init_body(vm, snap);
+        r = body ? vm_agent_init(rt, body, &ret->error) : -ENOMEM;
+        free(body);
+        body = NULL;
+        if (r >= 0) {
+            r = fault_point("restore.boot-init");
+        }
+        if (r < 0) {
+            goto fail;
+        }
+    } else {
+        /* The clock stood still since the suspend: step it (as after a resume). */
+        body = vm_clock_init_body(&rec, now_realtime());
+        r = body ? vm_agent_init(rt, body, &ret->error) : -ENOMEM;
+        free(body);
+    }
     if (r < 0) {
         log_sandbox_warning_errno(rec.sandbox_id, r,
                                   "instance %s restored, but its clock was not re-synced: %s",
@@ -1541,6 +1625,7 @@ int vm_restore(const struct vm_host *host, const struct vm *vm, struct vm_restor
     /* The guest runs on from it: the snapshot no longer matches the disk. */
     (void)rm_rf(snap);
     ret->timing.total = now_monotonic() - t0;
+    ret->booted = boot;
     ret->rt = rt;
     ret->pid = rec.pid;
     ret->pid_start_time = rec.pid_start_time;

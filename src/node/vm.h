@@ -219,8 +219,16 @@ char *vm_clock_init_body(const struct instance_record *rec, usec_t now);
  * namespace and a tap, no process). Until the record says suspended, any failure or
  * crash leaves the VM running as before. Worker; *ret_error (may be NULL) says which step
  * failed.
+ *
+ * memory false (E2B's pause {memory: false}): disk only. The guest syncs its file systems
+ * first (disk_snapshot_guest_sync(); one that cannot is not suspended, -EIO), and
+ * <dir>/suspend holds no vmstate but the SUSPEND_DISK_ONLY_FILE marker: a restore boots
+ * from the disk. Either way <dir>/suspend/SUSPEND_INIT_FILE keeps the agent's /init body,
+ * what a boot from the disk sends its fresh agent.
  */
-int vm_suspend(const struct vm_host *host, const struct vm *vm, char **ret_error);
+#define SUSPEND_DISK_ONLY_FILE "disk-only"
+#define SUSPEND_INIT_FILE "init.json"
+int vm_suspend(const struct vm_host *host, const struct vm *vm, bool memory, char **ret_error);
 /* <dir>/suspend of instance iid into buf. */
 int vm_suspend_dir(const struct vm_host *host, const char *iid, char *buf, size_t n);
 
@@ -230,6 +238,7 @@ struct vm_restore_result {
     uint64_t pid_start_time;
     struct vm_timing timing; /* vmm: until the VMM had loaded it; total */
     char *error;             /* on failure, or a clock re-sync the agent refused (caller frees) */
+    bool booted;             /* booted from the disk: no memory was restored */
 };
 
 /*
@@ -237,8 +246,13 @@ struct vm_restore_result {
  * its clock re-synced, and the record says running; then the snapshot is removed (the
  * guest's disk moves on from it). Any failure stops the new VMM and leaves the instance
  * suspended with its snapshot. Worker.
+ *
+ * A disk-only suspend, or memory false (the memory state dropped): a VMM boots from the
+ * disk clone instead, and its fresh agent gets the suspend's /init re-identified
+ * (vm_identity_json()); a boot whose agent refuses it fails (suspended as before).
  */
-int vm_restore(const struct vm_host *host, const struct vm *vm, struct vm_restore_result *ret);
+int vm_restore(const struct vm_host *host, const struct vm *vm, bool memory,
+               struct vm_restore_result *ret);
 
 /* The pieces of create that a rollback (disk-snapshot.c) repeats on a fresh VMM. Worker.
  * vm_wait_ready(): the agent answers /health within host->ready_timeout (-ETIMEDOUT,

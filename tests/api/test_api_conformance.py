@@ -101,10 +101,12 @@ def test_snapshot_routes_answer(plat):
 
 
 @pytest.mark.parametrize("body,status,needle", [
-    # autoPause itself works (issue 12; tests/compat/test_pause_compat.py); a filesystem-only
-    # pause at the timeout does not exist yet.
-    ({"autoPause": True, "autoPauseMemory": False}, 501, "memory"),
+    # autoPause works (issue 12; tests/compat/test_pause_compat.py), with autoPauseMemory:
+    # false too (tests/api/test_pause_api.py); true without autoPause asks for nothing.
     ({"autoPause": False, "autoPauseMemory": True}, 400, "autopause"),
+    ({"autoPause": True, "autoPauseMemory": "no"}, 400, "autopausememory"),
+    ({"autoPause": True, "autoPauseMemory": False, "autoResume": {"enabled": True}}, 400,
+     "autoresume"),
     # autoResume works with autoPause (tests/ingress/test_auto_resume.py), not without it.
     ({"autoResume": {"enabled": True}}, 400, "autopause"),
     ({"autoResume": {"enabled": "yes"}}, 400, "enabled"),
@@ -141,6 +143,8 @@ def test_create_fields_are_honoured_or_refused(plat, route, body, status, needle
     {"secure": True, "allow_internet_access": True, "autoPause": False,
      "autoResume": {"enabled": None}, "autoPauseMemory": False, "metadata": {}, "envVars": {},
      "timeout": 300},
+    {"autoPause": True, "autoPauseMemory": False}, {"autoPause": None, "autoPauseMemory": None},
+    {"autoPause": True, "autoPauseMemory": True}, {"autoPauseMemory": False},
 ])
 def test_accepted_create_bodies_pass_validation(plat, body):
     # The node has no template: passing validation shows as "template not found".
