@@ -469,8 +469,8 @@ static void renew_leases(struct manager *m)
     }
 }
 
-int controller_add_operation(struct manager *m, enum operation_kind kind, const char *sandbox_id,
-                             char ret_id[33])
+static int add_operation(struct manager *m, enum operation_kind kind, const char *sandbox_id,
+                         bool claim, char ret_id[33])
 {
     int64_t now = now_us();
     int r = random_hex(ret_id, 16);
@@ -480,12 +480,31 @@ int controller_add_operation(struct manager *m, enum operation_kind kind, const 
     struct store_operation op = { .id = ret_id,
                                   .kind = (char *)operation_kind_to_string(kind),
                                   .sandbox_id = (char *)sandbox_id,
-                                  .state = "pending",
+                                  .state = claim ? "running" : "pending",
                                   .created_at = now,
-                                  .updated_at = now };
+                                  .updated_at = now,
+                                  .lease_owner = claim ? m->owner_id : NULL,
+                                  .lease_expires_at = claim ? now + (int64_t)LEASE_USEC : 0,
+                                  .attempts = claim ? 1 : 0 };
     r = store_operation_insert(m->store, &op);
     /* Inside the caller's transaction: a crash here leaves nothing behind. */
     return r < 0 ? r : op_fault(op.kind, "inserted");
+}
+
+int controller_add_operation(struct manager *m, enum operation_kind kind, const char *sandbox_id,
+                             char ret_id[33])
+{
+    return add_operation(m, kind, sandbox_id, false, ret_id);
+}
+
+int controller_add_create(struct manager *m, const char *sandbox_id, char ret_id[33],
+                          bool *ret_claimed)
+{
+    bool claim = !m->stopping && m->n_inflight < MAX_INFLIGHT_OPS;
+    int r = add_operation(m, OPERATION_KIND_CREATE, sandbox_id, claim, ret_id);
+
+    *ret_claimed = r >= 0 && claim;
+    return r;
 }
 
 /* The agent's /init body: sandbox env (E2B's fixed vars first, the caller's win), token, user. */
@@ -856,6 +875,34 @@ fail:
 }
 
 /*
+ * Starts an operation leased to us and committed. One that can never run is
+ * ended; one that failed to start stays leased and is claimed again when the
+ * lease lapses. Returns < 0 when the caller should stop starting more.
+ */
+static int start_claimed(struct manager *m, struct store_operation *op)
+{
+    /* Claimed and committed, nothing started: the lease is all that is left. */
+    (void)op_fault(op->kind, "claimed");
+    int r = op_start(m, op);
+    if (r == -ENOENT) {
+        /* Its sandbox row is gone: the operation can never run; end it instead of
+         * retrying it whenever its lease lapses. */
+        op_finish(m, op, r, "sandbox no longer exists", 404, NULL);
+    } else if (r == -EOPNOTSUPP || r == -EBUSY) {
+        char msg[128];
+
+        snprintf(msg, sizeof(msg),
+                 r == -EBUSY ? "%s cannot run in the sandbox's state" : "%s is not implemented yet",
+                 op->kind);
+        op_finish(m, op, r, msg, r == -EBUSY ? 409 : 501, NULL);
+    } else if (r < 0) {
+        log_warning_errno(r, "cannot start operation %s: %m", op->id);
+        return r;
+    }
+    return 0;
+}
+
+/*
  * Claims and starts operations until none is claimable or enough run. The
  * claim is what keeps two controllers (replicas on one database) from ever
  * running one operation at once; see store_operation_claim().
@@ -896,30 +943,26 @@ void controller_kick(struct manager *m)
             log_warning_errno(r, "cannot claim operations: %m");
             return;
         }
-        /* Claimed and committed, nothing started: the lease is all that is left. */
-        (void)op_fault(op.kind, "claimed");
-        r = op_start(m, &op);
-        if (r == -ENOENT) {
-            /* Its sandbox row is gone: the operation can never run; end it instead of
-             * retrying it whenever its lease lapses. */
-            op_finish(m, &op, r, "sandbox no longer exists", 404, NULL);
-        } else if (r == -EOPNOTSUPP || r == -EBUSY) {
-            char msg[128];
-
-            snprintf(msg, sizeof(msg),
-                     r == -EBUSY ? "%s cannot run in the sandbox's state"
-                                 : "%s is not implemented yet",
-                     op.kind);
-            op_finish(m, &op, r, msg, r == -EBUSY ? 409 : 501, NULL);
-        } else if (r < 0) {
-            /* Left leased: it is claimed again once the lease lapses. */
-            log_warning_errno(r, "cannot start operation %s: %m", op.id);
-        }
+        r = start_claimed(m, &op);
         store_operation_release(&op);
-        if (r < 0 && r != -ENOENT && r != -EOPNOTSUPP && r != -EBUSY) {
+        if (r < 0) {
             return;
         }
     }
+}
+
+void controller_start_claimed(struct manager *m, const char *op_id)
+{
+    struct store_operation op = { 0 };
+    int r = store_operation_get(m->store, op_id, &op);
+
+    if (r < 0) {
+        /* Left leased: it is claimed again once the lease lapses. */
+        log_warning_errno(r, "cannot read operation %s: %m", op_id);
+        return;
+    }
+    (void)start_claimed(m, &op);
+    store_operation_release(&op);
 }
 
 /* controller_request(), plus a new egress policy written in its transaction (NETWORK). */

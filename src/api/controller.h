@@ -38,6 +38,17 @@ void controller_stop(struct manager *m);
  */
 int controller_add_operation(struct manager *m, enum operation_kind kind, const char *sandbox_id,
                              char ret_id[33]);
+/*
+ * controller_add_operation() for a new sandbox's create, inserted already
+ * leased to this controller when it has room to run one more (*ret_claimed):
+ * the caller commits, then calls controller_start_claimed() instead of
+ * controller_kick(). One transaction fewer on the create path, and no pass
+ * through the queue; a new sandbox has no earlier operation to wait for.
+ */
+int controller_add_create(struct manager *m, const char *sandbox_id, char ret_id[33],
+                          bool *ret_claimed);
+/* Starts the operation op_id that controller_add_create() leased to us. */
+void controller_start_claimed(struct manager *m, const char *op_id);
 /* Claims pending operations and starts workers for them. */
 void controller_kick(struct manager *m);
 /*

@@ -115,16 +115,21 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
     if (r < 0) {
         goto out;
     }
+    bool claimed = false;
     r = store_sandbox_insert(m->store, &sb);
     if (r >= 0) {
-        r = controller_add_operation(m, OPERATION_KIND_CREATE, ret_id, ret_op);
+        r = controller_add_create(m, ret_id, ret_op, &claimed);
     }
     r = r < 0 ? (store_rollback(m->store), r) : store_commit(m->store);
     if (r >= 0) {
-        /* Rows written, nothing claimed (tests/api/test_api_faults.py). */
+        /* Rows written, nothing started (tests/api/test_api_faults.py). */
         (void)fault_point("api.create.committed");
         route_cache_sync(m->routes, m->store, ret_id);
-        controller_kick(m);
+        if (claimed) {
+            controller_start_claimed(m, ret_op);
+        } else {
+            controller_kick(m);
+        }
     }
 out:
     free(metadata);

@@ -3,8 +3,9 @@
 Fault points (basic/fault.h, SPACE_FAULT=name:crash) in the api's create path, in order:
 
   api.create.inserted   rows written inside the create's transaction, not committed
-  api.create.committed  sandbox + operation rows committed, nothing claimed
-  api.create.claimed    the operation claimed (leased to this process), nothing started
+  api.create.committed  sandbox + operation rows committed (the operation leased to this
+                        process in that transaction when it has room to run it), nothing started
+  api.create.claimed    the operation claimed, nothing started
   api.create.started    the worker is calling the node; the node goes on creating alone
   api.create.answered   the node answered, the outcome is not recorded
   api.create.recorded   the outcome is recorded, nobody was told
@@ -27,7 +28,7 @@ from lib.platform import Platform, live_qemu_pids
 POINTS = ["api.create.inserted", "api.create.committed", "api.create.claimed",
           "api.create.started", "api.create.answered", "api.create.recorded"]
 # Points reached with the lease held by the crashed process.
-LEASED = {"api.create.claimed", "api.create.started", "api.create.answered"}
+LEASED = {"api.create.committed", "api.create.claimed", "api.create.started", "api.create.answered"}
 
 
 @pytest.fixture(scope="module")
