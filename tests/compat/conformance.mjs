@@ -39,10 +39,7 @@ for (const id of ['nonexistingsandbox', 'a'.repeat(20), 'NOT-AN-ID']) {
 }
 
 // onTimeout "pause" works (issue 12, pause_compat.mjs), with autoResume too
-// (tests/ingress/test_auto_resume.py); without memory it does not yet.
-await refused('onTimeout pause without memory', Sandbox.create('base', {
-  lifecycle: { onTimeout: { action: 'pause', keepMemory: false } },
-}), /memory/)
+// (tests/ingress/test_auto_resume.py), and without memory (pause_disk_compat.mjs).
 // The egress policy exists (issue 9): a bad entry is refused, naming it.
 await invalid('network allowOut', Sandbox.create('base', {
   network: { allowOut: ['a..b'] },
