@@ -146,11 +146,11 @@ def test_kill_of_a_paused_sandbox(node):
     assert not os.path.exists(node.instance_dir(other))
 
 
-def verb(node, sid, name, want):
-    status, body = node.call("POST", f"/v1/sandboxes/{sid}/{name}")
-    assert status == 200, (name, status, body)
-    assert body["state"] == want, body
-    return body
+def verb(node, sid, name, want, body=None):
+    status, res = node.call("POST", f"/v1/sandboxes/{sid}/{name}", body)
+    assert status == 200, (name, status, res)
+    assert res["state"] == want, res
+    return res
 
 
 def pid_alive(pid):

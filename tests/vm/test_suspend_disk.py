@@ -11,6 +11,8 @@ import pytest
 
 from lib.platform import COUNTER, started_node
 
+from test_pause import pid_alive, verb
+
 TOKEN = "disk-only-token-1234567890"
 
 
@@ -18,20 +20,6 @@ TOKEN = "disk-only-token-1234567890"
 def node():
     with started_node("suspenddisk") as n:
         yield n
-
-
-def verb(node, sid, name, want, body=None):
-    status, res = node.call("POST", f"/v1/sandboxes/{sid}/{name}", body)
-    assert status == 200 and res["state"] == want, (name, status, res)
-    return res
-
-
-def pid_alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 def start_writer(node, sid):
