@@ -102,8 +102,9 @@ int rolling_policy_parse(const json_t *obj, int64_t min_period_s, struct rolling
                     (long long)min_period_s);
     }
     if (p.disk_every_s == 0 && p.full_every_s == 0) {
-        return fail(err, n, "the snapshot policy takes nothing: set 'disk_every_s' or "
-                            "'full_every_s'");
+        return fail(err, n,
+                    "the snapshot policy takes nothing: set 'disk_every_s' or "
+                    "'full_every_s'");
     }
     tiers = json_object_get(obj, "tiers");
     if (!tiers || json_is_null(tiers)) {
@@ -133,8 +134,8 @@ int rolling_policy_parse(const json_t *obj, int64_t min_period_s, struct rolling
                             bad, i);
             }
             if (keep_all) {
-                r = get_int(t, "keep_all_s", min_period_s, ROLLING_HORIZON_MAX_S, &tier->for_s,
-                            err, n);
+                r = get_int(t, "keep_all_s", min_period_s, ROLLING_HORIZON_MAX_S, &tier->for_s, err,
+                            n);
             } else {
                 r = get_int(t, "every_s", min_period_s, ROLLING_HORIZON_MAX_S, &tier->every_s, err,
                             n);
@@ -171,10 +172,10 @@ json_t *rolling_policy_to_json(const struct rolling_policy *p)
 
     for (size_t i = 0; tiers && i < p->n_tiers; i++) {
         const struct rolling_tier *t = &p->tiers[i];
-        json_array_append_new(tiers,
-                              t->every_s ? json_pack("{s:I, s:I}", "every_s", (json_int_t)t->every_s,
-                                                     "for_s", (json_int_t)t->for_s)
-                                         : json_pack("{s:I}", "keep_all_s", (json_int_t)t->for_s));
+        json_array_append_new(
+            tiers, t->every_s ? json_pack("{s:I, s:I}", "every_s", (json_int_t)t->every_s, "for_s",
+                                          (json_int_t)t->for_s)
+                              : json_pack("{s:I}", "keep_all_s", (json_int_t)t->for_s));
     }
     return json_pack("{s:I, s:I, s:o, s:I}", "disk_every_s", (json_int_t)p->disk_every_s,
                      "full_every_s", (json_int_t)p->full_every_s, "tiers", tiers, "max_bytes",

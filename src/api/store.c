@@ -2346,12 +2346,12 @@ int store_secret_sweep(struct store *s, int64_t before_us, uint64_t *ret_deleted
 
 #define SNAPSHOT_COLUMNS                                                                           \
     "id, owner, sandbox_id, node_id, template_id, kind, name, state, operation_id, vcpus, "        \
-    "memory_mb, created_at, updated_at"
-#define SNAPSHOT_N_COLUMNS 13
+    "memory_mb, created_at, updated_at, source, bytes"
+#define SNAPSHOT_N_COLUMNS 15
 
 static const char sql_snapshot_insert[] =
     "INSERT INTO snapshots (" SNAPSHOT_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-    "$10, $11, $12, $13) ON CONFLICT DO NOTHING";
+    "$10, $11, $12, $13, $14, $15) ON CONFLICT DO NOTHING";
 static const char sql_snapshot_get[] = "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE id = $1";
 static const char sql_snapshot_get_by_op[] =
     "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE operation_id = $1";
@@ -2363,6 +2363,7 @@ static const char sql_snapshot_drop_pending[] =
 static const char sql_snapshot_set_state[] =
     "UPDATE snapshots SET state = $2, updated_at = $3 WHERE id = $1";
 static const char sql_snapshot_delete[] = "DELETE FROM snapshots WHERE id = $1";
+static const char sql_snapshot_set_bytes[] = "UPDATE snapshots SET bytes = $2 WHERE id = $1";
 
 void store_snapshot_release(struct store_snapshot *snap)
 {
@@ -2378,6 +2379,7 @@ void store_snapshot_release(struct store_snapshot *snap)
     free(snap->name);
     free(snap->state);
     free(snap->operation_id);
+    free(snap->source);
     *snap = (struct store_snapshot){ 0 };
 }
 
@@ -2409,6 +2411,12 @@ static int snapshot_decode(const struct store_value *cols, size_t n_cols, void *
     snap.memory_mb = cols[10].integer;
     snap.created_at = cols[11].integer;
     snap.updated_at = cols[12].integer;
+    snap.source = strdup(cols[13].text ? cols[13].text : STORE_SNAPSHOT_SOURCE_USER);
+    snap.bytes = cols[14].integer;
+    if (!snap.source) {
+        store_snapshot_release(&snap);
+        return -ENOMEM;
+    }
     *(struct store_snapshot *)item = snap;
     return 0;
 }
@@ -2433,17 +2441,25 @@ int store_snapshot_insert(struct store *s, const struct store_snapshot *snap)
         !text_ok(snap->sandbox_id, true) || !text_ok(snap->node_id, true) ||
         !text_ok(snap->template_id, true) || !text_ok(snap->kind, true) ||
         !text_ok(snap->name, false) || !text_ok(snap->state, true) ||
-        !text_ok(snap->operation_id, true)) {
+        !text_ok(snap->operation_id, true) || !text_ok(snap->source, false) || snap->bytes < 0) {
         return -EINVAL;
     }
     const struct store_param p[SNAPSHOT_N_COLUMNS] = {
-        STORE_PARAM_TEXT(snap->id),           STORE_PARAM_TEXT(snap->owner),
-        STORE_PARAM_TEXT(snap->sandbox_id),   STORE_PARAM_TEXT(snap->node_id),
-        STORE_PARAM_TEXT(snap->template_id),  STORE_PARAM_TEXT(snap->kind),
-        STORE_PARAM_TEXT(snap->name),         STORE_PARAM_TEXT(snap->state),
-        STORE_PARAM_TEXT(snap->operation_id), STORE_PARAM_INT(snap->vcpus),
-        STORE_PARAM_INT(snap->memory_mb),     STORE_PARAM_INT(snap->created_at),
+        STORE_PARAM_TEXT(snap->id),
+        STORE_PARAM_TEXT(snap->owner),
+        STORE_PARAM_TEXT(snap->sandbox_id),
+        STORE_PARAM_TEXT(snap->node_id),
+        STORE_PARAM_TEXT(snap->template_id),
+        STORE_PARAM_TEXT(snap->kind),
+        STORE_PARAM_TEXT(snap->name),
+        STORE_PARAM_TEXT(snap->state),
+        STORE_PARAM_TEXT(snap->operation_id),
+        STORE_PARAM_INT(snap->vcpus),
+        STORE_PARAM_INT(snap->memory_mb),
+        STORE_PARAM_INT(snap->created_at),
         STORE_PARAM_INT(snap->updated_at),
+        STORE_PARAM_TEXT(snap->source ? snap->source : STORE_SNAPSHOT_SOURCE_USER),
+        STORE_PARAM_INT(snap->bytes),
     };
     return change_one(s, sql_snapshot_insert, true, p, ARRAY_SIZE(p), -EEXIST);
 }
@@ -2473,14 +2489,14 @@ int store_snapshot_list(struct store *s, const struct store_snapshot_filter *f,
                         struct store_snapshot **ret, size_t *ret_n)
 {
     struct strbuf sql = STRBUF_INIT;
-    struct store_param p[6];
+    struct store_param p[7];
     size_t n = 0;
     void *items = NULL;
     char *text = NULL;
     int r;
 
     if (!s || !f || !ret || !ret_n || !text_ok(f->owner, true) || !text_ok(f->sandbox_id, false) ||
-        !text_ok(f->name, false) || !text_ok(f->after_id, false)) {
+        !text_ok(f->name, false) || !text_ok(f->after_id, false) || !text_ok(f->source, false)) {
         return -EINVAL;
     }
     if (f->after_id) {
@@ -2504,6 +2520,10 @@ int store_snapshot_list(struct store *s, const struct store_snapshot_filter *f,
     if (r >= 0 && f->name) {
         p[n++] = STORE_PARAM_TEXT(f->name);
         r = strbuf_appendf(&sql, " AND name = $%zu", n);
+    }
+    if (r >= 0 && f->source) {
+        p[n++] = STORE_PARAM_TEXT(f->source);
+        r = strbuf_appendf(&sql, " AND source = $%zu", n);
     }
     /* Strictly after the cursor in the order below (newest first), a row-value test both
      * databases index. */
@@ -2563,6 +2583,186 @@ int store_snapshot_delete(struct store *s, const char *id)
         return -EINVAL;
     }
     return change_one(s, sql_snapshot_delete, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+int store_snapshot_set_bytes(struct store *s, const char *id, int64_t bytes)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(id), STORE_PARAM_INT(bytes) };
+
+    if (!s || !text_ok(id, true) || bytes < 0) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_snapshot_set_bytes, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+/* ---- rolling snapshot policies (migration 11; see store.h) ---- */
+
+#define POLICY_COLUMNS                                                                             \
+    "sandbox_id, owner, policy, next_disk_at, next_full_at, created_at, updated_at"
+#define POLICY_N_COLUMNS 7
+
+static const char sql_policy_put[] =
+    "INSERT INTO snapshot_policies (" POLICY_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7) "
+    "ON CONFLICT (sandbox_id) DO UPDATE SET owner = excluded.owner, policy = excluded.policy, "
+    "next_disk_at = excluded.next_disk_at, next_full_at = excluded.next_full_at, "
+    "updated_at = excluded.updated_at";
+static const char sql_policy_get[] =
+    "SELECT " POLICY_COLUMNS " FROM snapshot_policies WHERE sandbox_id = $1";
+static const char sql_policy_delete[] = "DELETE FROM snapshot_policies WHERE sandbox_id = $1";
+static const char sql_policy_advance_disk[] =
+    "UPDATE snapshot_policies SET next_disk_at = $3 WHERE sandbox_id = $1 AND next_disk_at = $2";
+static const char sql_policy_advance_full[] =
+    "UPDATE snapshot_policies SET next_full_at = $3 WHERE sandbox_id = $1 AND next_full_at = $2";
+static const char sql_policy_sweep[] =
+    "DELETE FROM snapshot_policies WHERE NOT EXISTS (SELECT 1 FROM sandboxes WHERE "
+    "sandboxes.id = snapshot_policies.sandbox_id AND sandboxes.state <> 'killed')";
+
+void store_snapshot_policy_release(struct store_snapshot_policy *p)
+{
+    if (!p) {
+        return;
+    }
+    free(p->sandbox_id);
+    free(p->owner);
+    free(p->policy_json);
+    *p = (struct store_snapshot_policy){ 0 };
+}
+
+void store_snapshot_policy_list_free(struct store_snapshot_policy *list, size_t n)
+{
+    for (size_t i = 0; list && i < n; i++) {
+        store_snapshot_policy_release(&list[i]);
+    }
+    free(list);
+}
+
+static int policy_decode(const struct store_value *cols, size_t n_cols, void *item)
+{
+    struct store_snapshot_policy p = { 0 };
+    char **const texts[] = { &p.sandbox_id, &p.owner, &p.policy_json };
+    int r;
+
+    if (n_cols != POLICY_N_COLUMNS) {
+        return -EIO;
+    }
+    r = dup_texts(cols, texts, ARRAY_SIZE(texts));
+    if (r < 0) {
+        store_snapshot_policy_release(&p);
+        return r;
+    }
+    p.next_disk_at = cols[3].integer;
+    p.next_full_at = cols[4].integer;
+    p.created_at = cols[5].integer;
+    p.updated_at = cols[6].integer;
+    *(struct store_snapshot_policy *)item = p;
+    return 0;
+}
+
+static void policy_release_item(void *item)
+{
+    store_snapshot_policy_release(item);
+}
+
+static void store_rows_init_policy(struct store_rows *rows)
+{
+    *rows = (struct store_rows){
+        .size = sizeof(struct store_snapshot_policy),
+        .decode = policy_decode,
+        .release = policy_release_item,
+    };
+}
+
+int store_snapshot_policy_put(struct store *s, const struct store_snapshot_policy *pol)
+{
+    int r;
+
+    if (!s || !pol || !text_ok(pol->sandbox_id, true) || !text_ok(pol->owner, true) ||
+        !pol->policy_json) {
+        return -EINVAL;
+    }
+    r = json_check(pol->policy_json, JSON_SHAPE_OBJECT);
+    if (r < 0) {
+        return r;
+    }
+    const struct store_param p[POLICY_N_COLUMNS] = {
+        STORE_PARAM_TEXT(pol->sandbox_id),  STORE_PARAM_TEXT(pol->owner),
+        STORE_PARAM_TEXT(pol->policy_json), STORE_PARAM_INT(pol->next_disk_at),
+        STORE_PARAM_INT(pol->next_full_at), STORE_PARAM_INT(pol->created_at),
+        STORE_PARAM_INT(pol->updated_at),
+    };
+    return run(s, sql_policy_put, true, p, ARRAY_SIZE(p), NULL, NULL, NULL);
+}
+
+int store_snapshot_policy_get(struct store *s, const char *sandbox_id,
+                              struct store_snapshot_policy *ret)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(sandbox_id) };
+
+    if (!s || !ret || !text_ok(sandbox_id, true)) {
+        return -EINVAL;
+    }
+    return get_one(s, sql_policy_get, p, ARRAY_SIZE(p), store_rows_init_policy, ret);
+}
+
+int store_snapshot_policy_delete(struct store *s, const char *sandbox_id)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(sandbox_id) };
+
+    if (!s || !text_ok(sandbox_id, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, sql_policy_delete, true, p, ARRAY_SIZE(p), -ENOENT);
+}
+
+int store_snapshot_policy_list(struct store *s, size_t limit, struct store_snapshot_policy **ret,
+                               size_t *ret_n)
+{
+    static const char all[] =
+        "SELECT " POLICY_COLUMNS " FROM snapshot_policies ORDER BY sandbox_id";
+    static const char some[] =
+        "SELECT " POLICY_COLUMNS " FROM snapshot_policies ORDER BY sandbox_id LIMIT $1";
+    const struct store_param p[] = { STORE_PARAM_INT(
+        (int64_t)MIN((uint64_t)limit, (uint64_t)INT64_MAX)) };
+    void *items = NULL;
+    int r;
+
+    if (!s || !ret || !ret_n) {
+        return -EINVAL;
+    }
+    r = limit ? get_all(s, some, true, p, 1, store_rows_init_policy, &items, ret_n)
+              : get_all(s, all, true, NULL, 0, store_rows_init_policy, &items, ret_n);
+    if (r >= 0) {
+        *ret = items;
+    }
+    return r;
+}
+
+int store_snapshot_policy_advance(struct store *s, const char *sandbox_id, bool full,
+                                  int64_t old_at, int64_t new_at)
+{
+    const struct store_param p[] = { STORE_PARAM_TEXT(sandbox_id), STORE_PARAM_INT(old_at),
+                                     STORE_PARAM_INT(new_at) };
+
+    if (!s || !text_ok(sandbox_id, true)) {
+        return -EINVAL;
+    }
+    return change_one(s, full ? sql_policy_advance_full : sql_policy_advance_disk, true, p,
+                      ARRAY_SIZE(p), -ESTALE);
+}
+
+int store_snapshot_policy_sweep(struct store *s, uint64_t *ret_deleted)
+{
+    uint64_t changes = 0;
+    int r;
+
+    if (!s) {
+        return -EINVAL;
+    }
+    r = run(s, sql_policy_sweep, true, NULL, 0, NULL, NULL, &changes);
+    if (r >= 0 && ret_deleted) {
+        *ret_deleted = changes;
+    }
+    return r;
 }
 
 /* ---- per-template default egress policy (migration 10; see store.h) ---- */

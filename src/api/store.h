@@ -347,6 +347,9 @@ void store_secret_list_free(struct store_secret *list, size_t n);
 #define STORE_SNAPSHOT_PENDING "pending"
 #define STORE_SNAPSHOT_COMPLETE "complete"
 #define STORE_SNAPSHOT_DELETING "deleting"
+/* Who asked for it (migration 11): a caller, or a rolling policy (retention deletes only these). */
+#define STORE_SNAPSHOT_SOURCE_USER "user"
+#define STORE_SNAPSHOT_SOURCE_ROLLING "rolling"
 
 struct store_snapshot {
     char *id;           /* 20 chars [a-z0-9] (the node's snapshot id) */
@@ -358,6 +361,8 @@ struct store_snapshot {
     char *name;         /* unique per owner; may be NULL */
     char *state;        /* STORE_SNAPSHOT_* */
     char *operation_id; /* the sandbox.snapshot operation that takes it */
+    char *source;       /* STORE_SNAPSHOT_SOURCE_* (migration 11); NULL on insert: user */
+    int64_t bytes;      /* the node's size of the files; 0 until complete (migration 11) */
     int64_t vcpus;
     int64_t memory_mb;
     int64_t created_at;
@@ -369,6 +374,7 @@ struct store_snapshot_filter {
     const char *sandbox_id; /* NULL = any */
     const char *name;       /* NULL = any */
     bool complete_only;     /* hide pending and deleting rows */
+    const char *source;     /* NULL = any */
     const char *after_id;   /* pagination: rows after this id in the order (newest first) */
     size_t limit;           /* 0 = no limit */
 };
@@ -386,9 +392,46 @@ int store_snapshot_list(struct store *s, const struct store_snapshot_filter *f,
 int store_snapshot_finish(struct store *s, const char *operation_id, bool ok, int64_t updated_at);
 int store_snapshot_set_state(struct store *s, const char *id, const char *state,
                              int64_t updated_at);
+/* What the node said the files take (bytes >= 0). */
+int store_snapshot_set_bytes(struct store *s, const char *id, int64_t bytes);
 int store_snapshot_delete(struct store *s, const char *id);
 void store_snapshot_release(struct store_snapshot *snap);
 void store_snapshot_list_free(struct store_snapshot *list, size_t n);
+
+/*
+ * Rolling snapshot policies (migration 11, api/rolling-retention.h): one per sandbox.
+ * next_disk_at / next_full_at are when each kind is next due (unix microseconds, 0 = off).
+ */
+struct store_snapshot_policy {
+    char *sandbox_id;
+    char *owner;
+    char *policy_json; /* rolling_policy_to_json()'s text */
+    int64_t next_disk_at;
+    int64_t next_full_at;
+    int64_t created_at;
+    int64_t updated_at;
+};
+
+/* Inserts or replaces sandbox_id's policy (created_at kept on a replace). */
+int store_snapshot_policy_put(struct store *s, const struct store_snapshot_policy *p);
+int store_snapshot_policy_get(struct store *s, const char *sandbox_id,
+                              struct store_snapshot_policy *ret);
+int store_snapshot_policy_delete(struct store *s, const char *sandbox_id);
+/* Every policy (limit 0) or the first limit, by sandbox id: the controller's work list. */
+int store_snapshot_policy_list(struct store *s, size_t limit, struct store_snapshot_policy **ret,
+                               size_t *ret_n);
+/*
+ * The compare-and-set that takes a turn: moves sandbox_id's next_full_at (full) or
+ * next_disk_at from old_at to new_at. -ESTALE when it is no longer old_at (another replica
+ * took the turn, or the policy was replaced); -ENOENT is never returned (a deleted policy is
+ * -ESTALE too).
+ */
+int store_snapshot_policy_advance(struct store *s, const char *sandbox_id, bool full,
+                                  int64_t old_at, int64_t new_at);
+/* Deletes the policies whose sandbox is killed or has no row. */
+int store_snapshot_policy_sweep(struct store *s, uint64_t *ret_deleted);
+void store_snapshot_policy_release(struct store_snapshot_policy *p);
+void store_snapshot_policy_list_free(struct store_snapshot_policy *list, size_t n);
 
 /*
  * A template's default egress policy (migration 10, docs/architecture.md "Credentials"): the

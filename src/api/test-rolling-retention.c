@@ -49,10 +49,11 @@ static void test_parse_defaults(void **state)
     assert_memory_equal(&p, &q, sizeof(p));
     json_decref(j);
 
-    assert_int_equal(parse("{\"disk_every_s\": 60, \"full_every_s\": 3600, \"max_bytes\": 1000, "
-                           "\"tiers\": [{\"keep_all_s\": 600}, {\"every_s\": 600, \"for_s\": 3600}]}",
-                           60, &p, err),
-                     0);
+    assert_int_equal(
+        parse("{\"disk_every_s\": 60, \"full_every_s\": 3600, \"max_bytes\": 1000, "
+              "\"tiers\": [{\"keep_all_s\": 600}, {\"every_s\": 600, \"for_s\": 3600}]}",
+              60, &p, err),
+        0);
     assert_int_equal(p.n_tiers, 2);
     assert_int_equal(p.tiers[1].every_s, 600);
     assert_int_equal(p.max_bytes, 1000);

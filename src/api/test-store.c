@@ -1010,6 +1010,96 @@ static void test_store_snapshots(void **state)
     assert_int_equal(store_snapshot_insert(s, &a), -EINVAL);
 }
 
+/* Rolling snapshots (migration 11): the source and bytes columns, the source filter. */
+static void test_store_snapshot_source(void **state)
+{
+    struct store *s = S(state);
+    struct store_snapshot a = snapshot_row("snap0000000000000001", NULL, "op1", 100);
+    struct store_snapshot b = snapshot_row("snap0000000000000002", NULL, "op2", 200);
+    struct store_snapshot got = { 0 }, *list = NULL;
+    size_t n = 0;
+
+    b.source = STORE_SNAPSHOT_SOURCE_ROLLING;
+    assert_int_equal(store_snapshot_insert(s, &a), 0);
+    assert_int_equal(store_snapshot_insert(s, &b), 0);
+    assert_int_equal(store_snapshot_get(s, a.id, &got), 0);
+    assert_string_equal(got.source, STORE_SNAPSHOT_SOURCE_USER); /* NULL on insert: user */
+    assert_int_equal(got.bytes, 0);
+    store_snapshot_release(&got);
+    assert_int_equal(store_snapshot_set_bytes(s, b.id, 12345), 0);
+    assert_int_equal(store_snapshot_set_bytes(s, "snap0000000000000009", 1), -ENOENT);
+    assert_int_equal(store_snapshot_set_bytes(s, b.id, -1), -EINVAL);
+    struct store_snapshot_filter f = { .owner = "space", .source = STORE_SNAPSHOT_SOURCE_ROLLING };
+    assert_int_equal(store_snapshot_list(s, &f, &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].id, b.id);
+    assert_string_equal(list[0].source, STORE_SNAPSHOT_SOURCE_ROLLING);
+    assert_int_equal(list[0].bytes, 12345);
+    store_snapshot_list_free(list, n);
+}
+
+/* A policy per sandbox; the compare-and-set that takes a turn; the sweep of dead ones. */
+static void test_store_snapshot_policies(void **state)
+{
+    struct store *s = S(state);
+    struct store_sandbox live = sandbox(SB_A, 100, "running"), dead = sandbox(SB_B, 100, "killed");
+    struct store_snapshot_policy pa = { .sandbox_id = SB_A,
+                                        .owner = "space",
+                                        .policy_json = "{\"disk_every_s\": 60}",
+                                        .next_disk_at = 1000,
+                                        .next_full_at = 0,
+                                        .created_at = 10,
+                                        .updated_at = 10 };
+    struct store_snapshot_policy pb = pa, pc = pa, got = { 0 }, *list = NULL;
+    uint64_t deleted = 0;
+    size_t n = 0;
+
+    pb.sandbox_id = SB_B;
+    pc.sandbox_id = "sb0000000000000000zz"; /* no sandbox row */
+    assert_int_equal(store_sandbox_insert(s, &live), 0);
+    assert_int_equal(store_sandbox_insert(s, &dead), 0);
+    assert_int_equal(store_snapshot_policy_get(s, SB_A, &got), -ENOENT);
+    assert_int_equal(store_snapshot_policy_put(s, &pa), 0);
+    assert_int_equal(store_snapshot_policy_put(s, &pb), 0);
+    assert_int_equal(store_snapshot_policy_put(s, &pc), 0);
+    /* A replace keeps created_at. */
+    pa.policy_json = "{\"disk_every_s\": 120}";
+    pa.created_at = 20;
+    pa.updated_at = 20;
+    assert_int_equal(store_snapshot_policy_put(s, &pa), 0);
+    assert_int_equal(store_snapshot_policy_get(s, SB_A, &got), 0);
+    assert_string_equal(got.policy_json, "{\"disk_every_s\": 120}");
+    assert_int_equal(got.created_at, 10);
+    assert_int_equal(got.updated_at, 20);
+    assert_int_equal(got.next_disk_at, 1000);
+    store_snapshot_policy_release(&got);
+    pa.policy_json = "[1]";
+    assert_int_equal(store_snapshot_policy_put(s, &pa), -EINVAL);
+
+    /* One turn, one taker. */
+    assert_int_equal(store_snapshot_policy_advance(s, SB_A, false, 1000, 2000), 0);
+    assert_int_equal(store_snapshot_policy_advance(s, SB_A, false, 1000, 2000), -ESTALE);
+    assert_int_equal(store_snapshot_policy_advance(s, SB_A, true, 0, 5000), 0);
+    assert_int_equal(store_snapshot_policy_get(s, SB_A, &got), 0);
+    assert_int_equal(got.next_disk_at, 2000);
+    assert_int_equal(got.next_full_at, 5000);
+    store_snapshot_policy_release(&got);
+
+    assert_int_equal(store_snapshot_policy_list(s, 0, &list, &n), 0);
+    assert_int_equal(n, 3);
+    store_snapshot_policy_list_free(list, n);
+    assert_int_equal(store_snapshot_policy_list(s, 2, &list, &n), 0);
+    assert_int_equal(n, 2);
+    store_snapshot_policy_list_free(list, n);
+
+    assert_int_equal(store_snapshot_policy_sweep(s, &deleted), 0);
+    assert_int_equal(deleted, 2);
+    assert_int_equal(store_snapshot_policy_get(s, SB_B, &got), -ENOENT);
+    assert_int_equal(store_snapshot_policy_delete(s, SB_A), 0);
+    assert_int_equal(store_snapshot_policy_delete(s, SB_A), -ENOENT);
+    assert_int_equal(store_snapshot_policy_advance(s, SB_A, false, 2000, 3000), -ESTALE);
+}
+
 /* Literals scoped to a sandbox go once it is killed or gone, not before, not others. */
 static void test_store_secrets_sweep(void **state)
 {
@@ -2121,6 +2211,8 @@ static void test_store_pg_reconnect(void **state)
         cmocka_unit_test_setup_teardown(test_store_secrets, setup, teardown),                      \
         cmocka_unit_test_setup_teardown(test_store_secrets_sweep, setup, teardown),                \
         cmocka_unit_test_setup_teardown(test_store_snapshots, setup, teardown),                    \
+        cmocka_unit_test_setup_teardown(test_store_snapshot_source, setup, teardown),              \
+        cmocka_unit_test_setup_teardown(test_store_snapshot_policies, setup, teardown),            \
         cmocka_unit_test_setup_teardown(test_store_secrets_bad_input, setup, teardown),            \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_states, setup, teardown),          \
         cmocka_unit_test_setup_teardown(test_store_sandbox_list_metadata, setup, teardown),        \
