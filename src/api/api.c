@@ -31,6 +31,7 @@
 #include "api/ingress-tls.h"
 #include "api/lifecycle.h"
 #include "api/manager.h"
+#include "api/rolling.h"
 #include "api/route-cache.h"
 #include "api/routes.h"
 #include "api/secretbox.h"
@@ -58,6 +59,8 @@ static const char *arg_ingress_cert = NULL;
 static const char *arg_ingress_key = NULL;
 static const char *arg_bootstrap_key = NULL;
 static uint32_t arg_max_sandboxes = 64;
+static uint64_t arg_rolling_max_bytes = ROLLING_MAX_BYTES_DEFAULT;
+static uint32_t arg_rolling_min_period = ROLLING_MIN_PERIOD_S;
 static uint32_t arg_default_timeout = 300;
 static uint32_t arg_max_connections = 0; /* 0: sized from RLIMIT_NOFILE */
 static uint32_t arg_request_timeout = 30;
@@ -110,6 +113,9 @@ static void help(void)
         "  --default-timeout SEC   E2B sandbox timeout (default 300)\n"
         "  --max-connections N     public API connection cap (default from RLIMIT_NOFILE)\n"
         "  --request-timeout SEC   time to send a whole request; idle keep-alive (default 30)\n"
+        "  --rolling-max-bytes N   bound on all rolling snapshots together (default 16G)\n"
+        "  --rolling-min-period SEC  shortest rolling snapshot period a policy may ask for\n"
+        "                          (default 60; lower it only for tests)\n"
         "  --log-level LEVEL\n",
         arg_data_dir, arg_listen, arg_socket, arg_node_socket, arg_tunnel_socket);
 }
@@ -136,6 +142,8 @@ static int parse_args(int argc, char **argv)
         { "max-connections", required_argument, NULL, 'C' },
         { "request-timeout", required_argument, NULL, 'R' },
         { "log-level", required_argument, NULL, 'L' },
+        { "rolling-max-bytes", required_argument, NULL, 'B' },
+        { "rolling-min-period", required_argument, NULL, 'M' },
         { "help", no_argument, NULL, 'h' },
         {},
     };
@@ -204,6 +212,17 @@ static int parse_args(int argc, char **argv)
                 return log_error_errno(r, "invalid --log-level '%s'", optarg);
             }
             log_set_level((enum log_level)r);
+            break;
+        case 'B':
+            if (parse_size(optarg, &arg_rolling_max_bytes) < 0 ||
+                arg_rolling_max_bytes > (uint64_t)INT64_MAX) {
+                return log_error_errno(-EINVAL, "invalid --rolling-max-bytes '%s'", optarg);
+            }
+            break;
+        case 'M':
+            if (parse_u32(optarg, &arg_rolling_min_period) < 0 || arg_rolling_min_period == 0) {
+                return log_error_errno(-EINVAL, "invalid --rolling-min-period '%s'", optarg);
+            }
             break;
         case 'h':
             help();
@@ -491,6 +510,13 @@ int main(int argc, char **argv)
     m.default_timeout_s = arg_default_timeout;
     m.max_timeout_s = 24 * 3600;
     m.max_sandboxes = arg_max_sandboxes;
+    m.rolling_max_bytes = (int64_t)arg_rolling_max_bytes;
+    m.rolling_min_period_s = arg_rolling_min_period;
+    if (arg_rolling_min_period < ROLLING_MIN_PERIOD_S) {
+        log_warning("--rolling-min-period %u: rolling snapshot policies may ask for periods "
+                    "under %d s (a test setting)",
+                    arg_rolling_min_period, ROLLING_MIN_PERIOD_S);
+    }
     /* evhttp's timeout bounds silence while a request is read or a reply written (not
      * while a handler runs: evhttp stops reading then); the request deadline bounds the
      * whole request (api-listener.h). */

@@ -17,6 +17,7 @@
 #include "api/egress.h"
 #include "api/node-client.h"
 #include "api/operation.h"
+#include "api/rolling.h"
 #include "api/route-cache.h"
 #include "api/sandbox.h"
 #include "api/secrets.h"
@@ -68,6 +69,7 @@ struct op_job {
     int r, status;
     char *error;
     json_t *timings; /* the node's per-phase create timings */
+    int64_t bytes;   /* snapshot: what the node's files take (its meta.json "bytes") */
 };
 
 /* Runs on the worker; sees only its job. */
@@ -99,6 +101,9 @@ static void run_snapshot(struct op_job *j)
             j->error = NULL;
         }
         j->r = j->status == 404 ? -ENOENT : -EIO;
+    } else {
+        json_int_t b = json_integer_value(json_object_get(res, "bytes"));
+        j->bytes = b > 0 ? (int64_t)b : 0;
     }
     json_decref(res);
 }
@@ -639,8 +644,10 @@ static bool resends_policy(enum operation_kind kind, const struct store_sandbox 
     return inject;
 }
 
+/* snap: a snapshot operation's job (its id and bytes are recorded with its success), or NULL. */
 static void op_finish(struct manager *m, const struct store_operation *done, int r,
-                      const char *error, int status, json_t *timings)
+                      const char *error, int status, json_t *timings,
+                      const struct store_snapshot *snap, int64_t snap_bytes)
 {
     struct store_operation upd = *done, *op = &upd; /* borrowed strings, changed fields */
     enum operation_kind kind = operation_kind_from_string(op->kind);
@@ -685,6 +692,10 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
     /* The commit that makes a snapshot restorable: after the node's own (disk-snapshot.h). */
     if (k >= 0 && kind == OPERATION_KIND_SNAPSHOT) {
         k = store_snapshot_finish(m->store, op->id, r >= 0, now);
+        if (k >= 0 && r >= 0 && snap && snap->id && snap_bytes > 0) {
+            k = store_snapshot_set_bytes(m->store, snap->id, snap_bytes);
+            k = k == -ENOENT ? 0 : k;
+        }
     }
     if (k >= 0 && have_sb && r >= 0 && resends_policy(kind, &sb)) {
         char net_op[33];
@@ -739,7 +750,7 @@ static void op_done(void *p)
     inflight_remove(m, j->op.id);
     /* The node has answered, the outcome is not recorded yet. */
     (void)op_fault(j->op.kind, "answered");
-    op_finish(m, &j->op, j->r, j->error, j->status, j->timings);
+    op_finish(m, &j->op, j->r, j->error, j->status, j->timings, &j->snap, j->bytes);
     op_job_free(j);
     controller_kick(m);
 }
@@ -887,14 +898,14 @@ static int start_claimed(struct manager *m, struct store_operation *op)
     if (r == -ENOENT) {
         /* Its sandbox row is gone: the operation can never run; end it instead of
          * retrying it whenever its lease lapses. */
-        op_finish(m, op, r, "sandbox no longer exists", 404, NULL);
+        op_finish(m, op, r, "sandbox no longer exists", 404, NULL, NULL, 0);
     } else if (r == -EOPNOTSUPP || r == -EBUSY) {
         char msg[128];
 
         snprintf(msg, sizeof(msg),
                  r == -EBUSY ? "%s cannot run in the sandbox's state" : "%s is not implemented yet",
                  op->kind);
-        op_finish(m, op, r, msg, r == -EBUSY ? 409 : 501, NULL);
+        op_finish(m, op, r, msg, r == -EBUSY ? 409 : 501, NULL, NULL, 0);
     } else if (r < 0) {
         log_warning_errno(r, "cannot start operation %s: %m", op->id);
         return r;
@@ -1394,6 +1405,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
     egress_audit_tick(m);
     secrets_tick(m);
     branch_tick(m);
+    rolling_tick(m);
     if (now_monotonic() - m->last_node_sync >= NODE_SYNC_USEC) {
         struct sync_job *j = calloc(1, sizeof(*j));
         m->last_node_sync = now_monotonic();

@@ -11,10 +11,12 @@
 #include "api/egress.h"
 #include "api/lifecycle.h"
 #include "api/node-client.h"
+#include "api/rolling.h"
 #include "api/routes.h"
 #include "api/sandbox.h"
 #include "api/snapshots.h"
 #include "api/template-network.h"
+#include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "shared/event-util.h"
@@ -93,6 +95,8 @@ void http_sandbox_create(struct request_ctx *c)
     struct policy_error perr = { { 0 } };
     char *network = NULL;
     const char *bad;
+    struct rolling_policy rolling;
+    json_t *rolling_json;
     int r;
 
     if (!body) {
@@ -100,8 +104,19 @@ void http_sandbox_create(struct request_ctx *c)
     }
     if (!routes_check_fields(c->req, body, "the create request",
                              "template snapshot vcpus memory_mb disk_mb timeout_s metadata env "
-                             "network auto_pause auto_pause_memory")) {
+                             "network auto_pause auto_pause_memory snapshots")) {
         goto out;
+    }
+    /* Rolling snapshots (rolling.h): checked before anything is created. */
+    rolling_json = json_object_get(body, "snapshots");
+    if (rolling_json && !json_is_null(rolling_json)) {
+        char err[256];
+        if (rolling_parse(c->m, rolling_json, &rolling, err, sizeof(err)) < 0) {
+            http_util_reply_error(c->req, 400, "invalid 'snapshots': %s", err);
+            goto out;
+        }
+    } else {
+        rolling_json = NULL;
     }
     json_t *ap = json_object_get(body, "auto_pause");
     if (ap && !json_is_boolean(ap)) {
@@ -198,6 +213,10 @@ void http_sandbox_create(struct request_ctx *c)
         http_util_reply_error(c->req, routes_status_from_errno(r), "cannot create sandbox: %s",
                               strerror(-r));
         goto out;
+    }
+    /* After its row: the policy sweep deletes policies whose sandbox has none. */
+    if (rolling_json && (r = rolling_set(c->m, id, &rolling)) < 0) {
+        log_sandbox_warning_errno(id, r, "cannot store its snapshot policy: %m");
     }
     if (want_wait(c->req)) {
         controller_wait(c->m, op, c->req, WAIT_LIMIT, create_waited, NULL);

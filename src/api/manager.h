@@ -59,6 +59,13 @@ struct manager {
                                           sealed to it (secrets.h); NULL = secrets unavailable */
     usec_t last_secret_sweep;          /* monotonic (secrets_tick()) */
     usec_t last_branch_sweep;          /* monotonic (branch_tick()) */
+    /* Rolling snapshots (rolling.h): the shortest period a policy may ask for (seconds,
+     * --rolling-min-period), the api-wide bound on their bytes (--rolling-max-bytes), the
+     * last retention pass and policy sweep (monotonic), retention's deletions in flight. */
+    int64_t rolling_min_period_s;
+    int64_t rolling_max_bytes;
+    usec_t last_rolling_retention, last_rolling_sweep;
+    unsigned rolling_deleting;
     bool stopping;
 };
 

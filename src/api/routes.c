@@ -15,6 +15,7 @@
 #include "api/auth.h"
 #include "api/branch.h"
 #include "api/secrets.h"
+#include "api/rolling.h"
 #include "api/snapshots.h"
 #include "api/template-network.h"
 #include "basic/log.h"
@@ -61,6 +62,12 @@ static const struct route {
     { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/snapshots", http_snapshot_create, AUTH_KEY, ID_SANDBOX,
       "wait" },
     { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/branch", http_sandbox_branch, AUTH_KEY, ID_SANDBOX },
+    { EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/snapshot-policy", http_snapshot_policy_put, AUTH_KEY,
+      ID_SANDBOX },
+    { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/snapshot-policy", http_snapshot_policy_get, AUTH_KEY,
+      ID_SANDBOX },
+    { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/snapshot-policy", http_snapshot_policy_delete,
+      AUTH_KEY, ID_SANDBOX },
     { EVHTTP_REQ_GET, "/v1/snapshots", http_snapshot_list, AUTH_KEY, ID_NONE,
       "sandbox name limit after" },
     { EVHTTP_REQ_GET, "/v1/snapshots/{id}", http_snapshot_get, AUTH_KEY, ID_ANY },

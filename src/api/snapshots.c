@@ -52,11 +52,12 @@ static json_t *snapshot_to_json(const struct store_snapshot *s)
     char created[40];
 
     sandbox_format_time(s->created_at, created);
-    return json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s, s:I, s:I, s:s}", "id", s->id,
+    return json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I}", "id", s->id,
                      "sandbox_id", s->sandbox_id, "kind", s->kind, "name", s->name, "state",
                      s->state, "template", s->template_id, "node_id", s->node_id, "vcpus",
                      (json_int_t)s->vcpus, "memory_mb", (json_int_t)s->memory_mb, "created_at",
-                     created);
+                     created, "source", s->source ? s->source : STORE_SNAPSHOT_SOURCE_USER, "bytes",
+                     (json_int_t)s->bytes);
 }
 
 static json_t *snapshot_to_e2b(const struct store_snapshot *s)
@@ -177,6 +178,7 @@ static void snapshot_create(struct request_ctx *c, bool e2b)
                                    .kind = (char *)kind,
                                    .name = (char *)name,
                                    .state = STORE_SNAPSHOT_PENDING,
+                                   .source = STORE_SNAPSHOT_SOURCE_USER,
                                    .created_at = now,
                                    .updated_at = now };
     r = controller_request_snapshot(c->m, c->id, &snap, op, &state);

@@ -4,6 +4,7 @@
  * "A sandbox's life"). create waits until the node committed the snapshot; a full one is what
  * a native create's "snapshot" branches new sandboxes from. branch does it in one go for a live
  * sandbox (POST /v1/sandboxes/{id}/branch: one snapshot, N sandboxes, the snapshot removed).
+ * policy set|get|rm SANDBOX: its rolling snapshot policy (/v1/sandboxes/{id}/snapshot-policy).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -20,9 +21,16 @@ static const char usage_text[] =
     "       space snapshot ls [--sandbox SANDBOX] [--json]\n"
     "       space snapshot rm SNAPSHOT...\n"
     "       space snapshot branch SANDBOX [-n COUNT] [--timeout SECONDS]\n"
+    "       space snapshot policy set SANDBOX [--disk-every S] [--full-every S]\n"
+    "                                 [--tier all:S | --tier EVERY:FOR]... [--max-bytes N]\n"
+    "       space snapshot policy get|rm SANDBOX\n"
     "A full snapshot (the default) holds memory and disk: new sandboxes are created from it.\n"
     "branch: COUNT (1-16, default 1) new sandboxes from one snapshot of a live one, taken and\n"
-    "removed for it; prints their ids, one a line (a branch that failed: on stderr, exit 1).\n";
+    "removed for it; prints their ids, one a line (a branch that failed: on stderr, exit 1).\n"
+    "policy: rolling snapshots, a disk one every S seconds and/or a full one, thinned by tiers\n"
+    "(all:S keeps every one for S seconds, EVERY:FOR one per EVERY seconds for FOR seconds;\n"
+    "default all:3600 3600:86400 86400:604800), their bytes at most N (0: no bound of its own).\n"
+    "ls shows SOURCE: user, or rolling (retention deletes only those).\n";
 
 static int create(int argc, char **argv)
 {
@@ -113,14 +121,16 @@ static int list(int argc, char **argv)
         puts(text ? text : "[]");
         free(text);
     } else if (r == 0) {
-        printf("%-20s %-20s %-4s %-8s %-27s %s\n", "ID", "SANDBOX", "KIND", "STATE", "CREATED",
-               "NAME");
+        printf("%-20s %-20s %-4s %-8s %-7s %-27s %s\n", "ID", "SANDBOX", "KIND", "STATE", "SOURCE",
+               "CREATED", "NAME");
         json_array_foreach (all, i, s) {
             const char *name = json_string_value(json_object_get(s, "name"));
-            printf("%-20s %-20s %-4s %-8s %-27s %s\n", json_string_value(json_object_get(s, "id")),
+            const char *source = json_string_value(json_object_get(s, "source"));
+            printf("%-20s %-20s %-4s %-8s %-7s %-27s %s\n",
+                   json_string_value(json_object_get(s, "id")),
                    json_string_value(json_object_get(s, "sandbox_id")),
                    json_string_value(json_object_get(s, "kind")),
-                   json_string_value(json_object_get(s, "state")),
+                   json_string_value(json_object_get(s, "state")), source ? source : "user",
                    json_string_value(json_object_get(s, "created_at")), name ? name : "-");
         }
     }
@@ -199,8 +209,117 @@ static int branch(int argc, char **argv)
     return r;
 }
 
+/* A non-negative integer, or -1. */
+static long long number(const char *s)
+{
+    char *end;
+    long long v = s && *s ? strtoll(s, &end, 10) : -1;
+    return v >= 0 && !*end ? v : -1;
+}
+
+/* "all:S" or "EVERY:FOR" to a tier object, or NULL. */
+static json_t *tier_json(const char *arg)
+{
+    const char *colon = strchr(arg, ':');
+    char every[32];
+    long long a, b;
+
+    if (!colon || (size_t)(colon - arg) >= sizeof(every)) {
+        return NULL;
+    }
+    snprintf(every, sizeof(every), "%.*s", (int)(colon - arg), arg);
+    b = number(colon + 1);
+    if (b < 0) {
+        return NULL;
+    }
+    if (strcmp(every, "all") == 0) {
+        return json_pack("{s:I}", "keep_all_s", (json_int_t)b);
+    }
+    a = number(every);
+    return a < 0 ? NULL : json_pack("{s:I, s:I}", "every_s", (json_int_t)a, "for_s", (json_int_t)b);
+}
+
+static void print_policy(json_t *res)
+{
+    char *text = json_dumps(res, JSON_INDENT(2));
+    puts(text ? text : "{}");
+    free(text);
+}
+
+static int policy(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "disk-every", required_argument, NULL, 'd' },
+        { "full-every", required_argument, NULL, 'f' },
+        { "tier", required_argument, NULL, 't' },
+        { "max-bytes", required_argument, NULL, 'b' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 },
+    };
+    json_t *body = NULL, *tiers = NULL, *res = NULL;
+    const char *verb = argc >= 2 ? argv[1] : "";
+    char path[128];
+    int c, r = 1;
+
+    if (cli_help_arg(verb, true)) {
+        return cli_usage(true, usage_text);
+    }
+    if (strcmp(verb, "set") && strcmp(verb, "get") && strcmp(verb, "rm")) {
+        return cli_usage(false, usage_text);
+    }
+    argc--;
+    argv++;
+    body = json_object();
+    tiers = json_array();
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        long long v = c == 't' ? 0 : number(optarg);
+        json_t *tier = c == 't' ? tier_json(optarg) : NULL;
+        if (strcmp(verb, "set") == 0 && (c == 'd' || c == 'f' || c == 'b') && v >= 0) {
+            json_object_set_new(body,
+                                c == 'd'   ? "disk_every_s"
+                                : c == 'f' ? "full_every_s"
+                                           : "max_bytes",
+                                json_integer(v));
+        } else if (strcmp(verb, "set") == 0 && tier) {
+            json_array_append_new(tiers, tier);
+        } else {
+            json_decref(tier);
+            json_decref(body);
+            json_decref(tiers);
+            return cli_usage(c == 'h', usage_text);
+        }
+    }
+    if (optind != argc - 1 || !sandbox_id_is_valid(argv[optind])) {
+        json_decref(body);
+        json_decref(tiers);
+        return cli_usage(false, usage_text);
+    }
+    if (json_array_size(tiers) > 0) {
+        json_object_set(body, "tiers", tiers);
+    }
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/snapshot-policy", argv[optind]);
+    if (strcmp(verb, "rm") == 0) {
+        if (client_call_ok("DELETE", path, NULL, NULL) >= 0) {
+            printf("removed the snapshot policy of %s\n", argv[optind]);
+            r = 0;
+        }
+    } else if (client_call_ok(strcmp(verb, "set") == 0 ? "PUT" : "GET", path,
+                              strcmp(verb, "set") == 0 ? body : NULL, &res) >= 0) {
+        print_policy(res);
+        r = 0;
+    }
+    json_decref(body);
+    json_decref(tiers);
+    json_decref(res);
+    return r;
+}
+
 int cmd_snapshot(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "policy") == 0) {
+        return policy(argc - 1, argv + 1);
+    }
     if (argc >= 2 && strcmp(argv[1], "branch") == 0) {
         return branch(argc - 1, argv + 1);
     }
