@@ -116,8 +116,8 @@ static void take_turn(struct manager *m, const struct store_snapshot_policy *pol
     } else if (r < 0) {
         log_sandbox_warning_errno(sb.id, r, "rolling snapshots: cannot take one: %m");
     } else {
-        log_sandbox_debug(sb.id, "rolling snapshots: %s snapshot %s (operation %s)", snap.kind,
-                          id, op);
+        log_sandbox_debug(sb.id, "rolling snapshots: %s snapshot %s (operation %s)", snap.kind, id,
+                          op);
     }
 out:
     store_sandbox_release(&sb);
@@ -214,8 +214,8 @@ static void retention(struct manager *m)
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        items[i] = (struct rolling_item){ .created_at = list[i].created_at,
-                                          .bytes = list[i].bytes };
+        items[i] =
+            (struct rolling_item){ .created_at = list[i].created_at, .bytes = list[i].bytes };
     }
     for (size_t i = 0; i < n; i++) {
         size_t k = 0;
@@ -380,6 +380,6 @@ void http_snapshot_policy_delete(struct request_ctx *c)
                               strerror(-r));
         return;
     }
-    log_sandbox_info(c->id, "rolling snapshots: policy removed (its snapshots are thinned by the default tiers)");
+    log_sandbox_info(c->id, "rolling snapshots: policy removed (default tiers thin what it took)");
     evhttp_send_reply(c->req, 204, "No Content", NULL);
 }
