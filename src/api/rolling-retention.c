@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "basic/macro.h"
+
 #define USEC_PER_S 1000000LL
 
 static const struct rolling_tier default_tiers[] = {
@@ -14,6 +16,7 @@ static const struct rolling_tier default_tiers[] = {
     { .every_s = 86400, .for_s = 604800 },
 };
 
+static int fail(char *err, size_t n, const char *fmt, ...) _printf_(3, 4);
 static int fail(char *err, size_t n, const char *fmt, ...)
 {
     va_list ap;
