@@ -8,7 +8,8 @@ as ordinary sandbox.snapshot operations whose snapshots say source "rolling" (us
 beyond the last tier, then the oldest beyond max_bytes. User snapshots are never deleted by
 it. Bad policies are 400, a missing (or killed) sandbox 404. space-api runs with
 --rolling-min-period 1 (a test option) so periods of seconds are allowed. One platform per
-store, one long-lived sandbox for the module plus one created with the field and killed.
+store, one long-lived sandbox for the module plus one created with the field and killed
+(two replicas on one database: test_rolling_replicas.py).
 """
 import json
 import subprocess
@@ -176,3 +177,4 @@ def test_create_field_kill_and_cli(plat, sid):
         body = {"disk_every_s": 60} if method == "PUT" else None
         status, res = plat.admin(method, f"/v1/sandboxes/{sb['id']}/snapshot-policy", body)
         assert status == 404, (method, status, res)
+

@@ -415,14 +415,15 @@ def store_platform(prefix, store_param, setup=None):
 
 
 @contextlib.contextmanager
-def replica_pair(prefix, store):
-    """Two started space-api replicas on one store (a PostgreSQL URL) sharing one space-node:
-    yields (a, b); on exit both stop and the node proves it left nothing behind."""
-    a = Platform(f"{prefix}-a", store=store)
+def replica_pair(prefix, store, api_args=()):
+    """Two started space-api replicas on one store (a PostgreSQL URL) sharing one space-node,
+    both given api_args: yields (a, b); on exit both stop and the node proves it left nothing
+    behind."""
+    a = Platform(f"{prefix}-a", store=store, api_args=api_args)
     b = None
     try:
         a.start()
-        b = Platform(f"{prefix}-b", store=store, share_node=a)
+        b = Platform(f"{prefix}-b", store=store, share_node=a, api_args=api_args)
         b.start()
         yield a, b
         b.stop_api()
