@@ -101,8 +101,8 @@ static json_t *vm_to_json(const struct vm *vm)
     return j;
 }
 
-/* A sandbox whose VMM ended on its own (manager.h), freed already. */
-static json_t *failure_to_json(const struct manager_failure *f)
+/* A sandbox whose VMM ended on its own (failed-list.h), freed already. */
+static json_t *failure_to_json(const struct failure *f)
 {
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", f->sandbox_id, "instance_id", f->iid,
                      "state", "failed", "reason", death_reason_to_string(f->reason), "message",
@@ -1198,8 +1198,8 @@ static void dispatch(struct evhttp_request *req, void *userdata)
                     json_array_append_new(list, vm_to_json(m->vms[i]));
                 }
             }
-            for (size_t i = 0; i < m->n_failed; i++) {
-                json_array_append_new(failed, failure_to_json(manager_failure_at(m, i)));
+            for (size_t i = 0; i < m->failed.n; i++) {
+                json_array_append_new(failed, failure_to_json(failed_list_at(&m->failed, i)));
             }
             http_util_reply_json(req, 200,
                                  json_pack("{s:o, s:o}", "sandboxes", list, "failed", failed));
@@ -1224,7 +1224,7 @@ static void dispatch(struct evhttp_request *req, void *userdata)
             return;
         }
         struct vm *vm = manager_find(m, id);
-        const struct manager_failure *f = vm ? NULL : manager_find_failure(m, id);
+        const struct failure *f = vm ? NULL : failed_list_find(&m->failed, id);
         if (f) {
             /* Gone as a killed one is (404), with why: the api records the reason. */
             http_util_reply_error(req, 404, "sandbox '%s' failed: %s: %s", id,
