@@ -43,11 +43,21 @@ static void test_given(void **state)
 static void test_refused(void **state)
 {
     static const char *const bad[] = {
-        "{\"vcpus\": 0}",          "{\"vcpus\": 17}",         "{\"vcpus\": -1}",
-        "{\"vcpus\": \"2\"}",      "{\"vcpus\": 2.0}",        "{\"vcpus\": null}",
-        "{\"memory_mb\": 127}",    "{\"memory_mb\": 65537}",  "{\"memory_mb\": true}",
-        "{\"memory_mb\": 1e3}",    "{\"vcpus\": 4294967297}", "[1, 2]",
-        "not json",                "",                        "{\"vcpus\": 2",
+        "{\"vcpus\": 0}",
+        "{\"vcpus\": 17}",
+        "{\"vcpus\": -1}",
+        "{\"vcpus\": \"2\"}",
+        "{\"vcpus\": 2.0}",
+        "{\"vcpus\": null}",
+        "{\"memory_mb\": 127}",
+        "{\"memory_mb\": 65537}",
+        "{\"memory_mb\": true}",
+        "{\"memory_mb\": 1e3}",
+        "{\"vcpus\": 4294967297}",
+        "[1, 2]",
+        "not json",
+        "",
+        "{\"vcpus\": 2",
     };
     struct template_size s = { .vcpus = 7, .memory_mib = 7 };
     (void)state;
