@@ -8,6 +8,8 @@ recipe with templates/sized/size = 2 vCPUs, 768 MiB.
 - a create of base at 2/768: the first cold-boots (no snapshot of that size yet) and starts
   that size's snapshot; once the listing shows it ready, the next create at that size restores
   from it (timings_ms.mode), its guest at 2/768 too; base's own size keeps its snapshot;
+- at most 4 sizes per template: a fifth evicts the least recently used (off the disk too);
+- stale snapshot directories are removed at node start;
 - a bad size in a recipe fails the build naming the line.
 """
 import os
@@ -115,6 +117,26 @@ def test_one_snapshot_per_size_made_on_demand(node):
         assert sb["timings_ms"]["mode"] == "restore", sb
         assert_guest_is(node, sb, 1, 512)
     print(f"restore at 2/768 took {took:.1f} s")
+
+
+def test_sizes_are_bounded_least_recently_used_evicted(node):
+    # base has 1/512 (its default: every listing uses it) and 2/768 (the test above); three
+    # more sizes make five, past SNAPSHOT_SIZES_MAX 4: 2/768, used least recently, goes.
+    wait_snapshot(node, "base", 2, 768)
+    for mem in (256, 384, 640):
+        with node_sandbox(node, template="base", vcpus=1, memory_mb=mem) as sb:
+            assert sb["timings_ms"]["mode"] == "boot", sb
+        wait_snapshot(node, "base", 1, mem)
+    snaps = templates(node)["base"]["snapshots"]
+    assert {(s["vcpus"], s["memory_mb"]) for s in snaps} == {
+        (1, 512), (1, 256), (1, 384), (1, 640)}, snaps
+    assert len(os.listdir(os.path.join(node.data, "templates/base/snapshots"))) == 4
+    assert "takes the place of 2 vcpus, 768 MiB" in open(node.log_path).read()
+    # Asked again, 2/768 is made again (and another goes): a cold boot first.
+    with node_sandbox(node, template="base", **SIZE) as sb:
+        assert sb["timings_ms"]["mode"] == "boot", sb
+    wait_snapshot(node, "base", 2, 768)
+    assert len(os.listdir(os.path.join(node.data, "templates/base/snapshots"))) == 4
 
 
 def test_stale_snapshot_dirs_removed_at_start(node):
