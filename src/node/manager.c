@@ -463,8 +463,6 @@ int manager_new(struct event_base *base, const struct vm_host *host,
     m->base = base;
     m->host = *host;
     m->max_sandboxes = 64;
-    m->default_vcpus = 1;
-    m->default_memory_mib = 512;
     r = worker_pool_new(base, limits->workers, limits->queue, &m->pool);
     if (r < 0) {
         goto fail;

@@ -27,7 +27,6 @@ struct manager {
     uint64_t memory_budget_mib; /* guest RAM + VMM overhead of every instance at most; 0: none */
     unsigned vmm_overhead_mib;  /* what each VMM may use beyond its guest's RAM (jail.h) */
     unsigned vcpu_budget;       /* vCPUs of every instance at most (capacity.h); 0: none */
-    unsigned default_vcpus, default_memory_mib;
     const char *share_dir;      /* template recipes + tools/template-build.sh; NULL: no builds */
     const char *agent_path;     /* the space-agent binary templates get */
     const char *cache_dir;      /* template build cache */
