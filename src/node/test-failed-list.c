@@ -60,12 +60,16 @@ static void test_save_load(void **state)
     assert_int_equal(failed_list_load(&back, path), 0);
     assert_int_equal(back.n, l.n);
     for (size_t i = 0; i < l.n; i++) {
-        assert_memory_equal(failed_list_at(&back, i), failed_list_at(&l, i), sizeof(struct failure));
+        assert_memory_equal(failed_list_at(&back, i), failed_list_at(&l, i),
+                            sizeof(struct failure));
     }
 
     /* damaged: the list starts empty, never half read */
     static const char *const bad[] = {
-        "", "{}", "[1]", "[{\"id\":\"x\"}]",
+        "",
+        "{}",
+        "[1]",
+        "[{\"id\":\"x\"}]",
         /* an unknown field, a bad reason, a bad id, an over-long message */
         "[{\"id\":\"sb000000000000000001\",\"instance_id\":\"iid000000001\",\"reason\":\"oom\","
         "\"message\":\"m\",\"at_us\":1,\"extra\":1}]",
