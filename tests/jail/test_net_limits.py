@@ -227,3 +227,40 @@ def test_net_bps_off_node():
                                  text=True).stdout
             assert "htb" not in out, out
             print(f"unshaped create network step {sb['timings_ms']['network']:.1f} ms")
+
+
+def tc_rate(sb, dev):
+    out = subprocess.run(["ip", "netns", "exec", f"space-{sb['instance_id']}", "tc", "class",
+                          "show", "dev", dev], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"class htb 1:10 .* rate (\S+)", out)
+    assert m, out
+    return m.group(1)
+
+
+def wait_pool_full(node, target=2, timeout=900):
+    deadline = time.monotonic() + timeout
+    while True:
+        node.call("GET", "/v1/templates")  # listing starts snapshot and pool
+        pools = [p for p in node.call("GET", "/v1/pools")[1]["pools"] if p["template"] == "base"]
+        if pools and pools[0]["ready"] == target and not pools[0]["filling"]:
+            return
+        assert time.monotonic() < deadline, (pools, node.log())
+        time.sleep(0.5)
+
+
+def test_pool_member_is_shaped_and_a_bind_sets_its_rate():
+    """A warm-pool member's namespace is shaped when it is made (--net-bps); a bind that asks
+    for another rate replaces only the two classes' rate, timed as the bind's network step."""
+    with started_node("net-pool", extra_args=["--snapshots", "on", "--pool", "2"]) as n:
+        wait_pool_full(n)
+        with node_sandbox(n, net_bps=RATE) as slow, node_sandbox(n) as default:
+            assert slow["timings_ms"]["mode"] == "pool" == default["timings_ms"]["mode"]
+            assert tc_rate(slow, "tap0") == tc_rate(slow, "ifb0") == "8388Kbit"
+            assert tc_rate(default, "tap0") == tc_rate(default, "ifb0") == "100Mbit"
+            t_slow, t_def = slow["timings_ms"], default["timings_ms"]
+            print(f"pool bind with net_bps {RATE}: network step {t_slow['network']:.2f} ms of "
+                  f"{t_slow['total']:.1f} ms; bind at the default rate: network "
+                  f"{t_def['network']:.2f} ms of {t_def['total']:.1f} ms")
+            assert t_def["network"] == 0
+            assert t_slow["network"] < 20, t_slow
+        wait_pool_full(n)  # no refill in flight at the stop: it leaves nothing
