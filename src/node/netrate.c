@@ -39,7 +39,7 @@
 #include "node/netslot.h"
 #include "shared/envd.h"
 
-#define HTB_MAJOR 0x10000u        /* 1: */
+#define HTB_MAJOR 0x10000u            /* 1: */
 #define HTB_CLASS (HTB_MAJOR | 0x10u) /* 1:10, the shaped class */
 #define HTB_DIRECT HTB_MAJOR          /* 1:0, htb's unshaped direct queue */
 #define LEAF_HANDLE 0x100000u         /* 10: */

@@ -58,7 +58,8 @@ static const struct rtattr *find(const struct rtattr *a, size_t len, unsigned sh
 
 static const struct rtattr *tc_attr(const struct nlmsghdr *h, unsigned short type)
 {
-    const struct rtattr *a = (const void *)((const char *)NLMSG_DATA(h) + NLMSG_ALIGN(sizeof(struct tcmsg)));
+    const struct rtattr *a =
+        (const void *)((const char *)NLMSG_DATA(h) + NLMSG_ALIGN(sizeof(struct tcmsg)));
     return find(a, h->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(struct tcmsg))), type);
 }
 
@@ -239,10 +240,8 @@ static void test_live_namespace(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_batches_are_well_formed),
-        cmocka_unit_test(test_rate_and_bucket),
-        cmocka_unit_test(test_agent_filters),
-        cmocka_unit_test(test_bad_plans),
+        cmocka_unit_test(test_batches_are_well_formed), cmocka_unit_test(test_rate_and_bucket),
+        cmocka_unit_test(test_agent_filters),           cmocka_unit_test(test_bad_plans),
         cmocka_unit_test(test_live_namespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
