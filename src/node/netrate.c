@@ -48,12 +48,15 @@
 
 struct netrate_plan netrate_sandbox_plan(uint64_t bps)
 {
-    struct in_addr host;
+    struct in_addr host, guest;
     (void)inet_pton(AF_INET, NETSLOT_HOST_IP, &host);
+    (void)inet_pton(AF_INET, NETSLOT_GUEST_IP, &guest);
     return (struct netrate_plan){
         .tap = NETSLOT_TAP,
         .ifb = NETRATE_IFB,
         .host_ip = host.s_addr,
+        .guest_ip = guest.s_addr,
+        .guest_mac = { 0x02, 0, 0, 0, 0, 0x02 }, /* NETSLOT_GUEST_MAC */
         .agent_port = ENVD_PORT,
         .bps = bps,
     };
@@ -148,7 +151,7 @@ static bool plan_ok(const struct netrate_plan *p)
 {
     return p->tap && p->ifb && strlen(p->tap) < IFNAMSIZ && strlen(p->ifb) < IFNAMSIZ &&
            p->bps >= NETRATE_MIN_BPS && p->bps <= NETRATE_MAX_BPS && p->agent_port != 0 &&
-           p->host_ip != 0;
+           p->host_ip != 0 && p->guest_ip != 0;
 }
 
 int netrate_build_link(const struct netrate_plan *p, uint32_t seq0, struct netrate_batch *ret)
@@ -339,18 +342,36 @@ int netrate_build_setup(const struct netrate_plan *p, int tap_ifindex, int ifb_i
         return -ENOBUFS;
     }
     msg_end(b, h);
-    /* Every frame the guest sends, to the ifb (and from there back into the tap's rx). */
+    /*
+     * What the guest sends as itself, to the ifb (and from there back into the tap's rx,
+     * past the netdev table): the guest's MAC (bytes -8..-3 from the IP header) and
+     * ethertype IPv4 (-2..-1; the filter's protocol says so too), the guest's source
+     * address. The rest stays here for the netdev table to drop and count.
+     */
+    const uint8_t *mac = p->guest_mac;
     struct {
         struct tc_u32_sel sel;
-        struct tc_u32_key key;
-    } all = { .sel = { .flags = TC_U32_TERMINAL, .nkeys = 1 } };
+        struct tc_u32_key keys[3];
+    } all = { .sel = { .flags = TC_U32_TERMINAL, .nkeys = 3 } };
+    all.keys[0] = (struct tc_u32_key){
+        .mask = 0xffffffffu,
+        .val =
+            htonl((uint32_t)mac[0] << 24 | (uint32_t)mac[1] << 16 | (uint32_t)mac[2] << 8 | mac[3]),
+        .off = -8,
+    };
+    all.keys[1] = (struct tc_u32_key){
+        .mask = 0xffffffffu,
+        .val = htonl((uint32_t)mac[4] << 24 | (uint32_t)mac[5] << 16 | ETH_P_IP),
+        .off = -4,
+    };
+    all.keys[2] = (struct tc_u32_key){ .mask = 0xffffffffu, .val = p->guest_ip, .off = 12 };
     struct tc_mirred mirred = { .action = TC_ACT_STOLEN,
                                 .eaction = TCA_EGRESS_REDIR,
                                 .ifindex = (uint32_t)ifb_ifindex };
     h = msg_begin(b, RTM_NEWTFILTER, NLM_F_CREATE | NLM_F_EXCL, "add the tap's redirect", false);
     if (!h ||
         !tc_header(b, tap_ifindex, TC_H_MAKE(TC_H_INGRESS, 0), 0,
-                   TC_H_MAKE(1u << 16, htons(ETH_P_ALL))) ||
+                   TC_H_MAKE(1u << 16, htons(ETH_P_IP))) ||
         !attr_str(b, TCA_KIND, "u32") || !(opts = attr(b, TCA_OPTIONS, NULL, 0)) ||
         !attr(b, TCA_U32_SEL, &all, sizeof(all)) || !(act = attr(b, TCA_U32_ACT, NULL, 0)) ||
         !(one = attr(b, 1, NULL, 0)) || !attr_str(b, TCA_ACT_KIND, "mirred") ||

@@ -7,10 +7,16 @@
  *
  *   guest-bound  tap0 root htb 1: default 1:10; class 1:10 at the rate, a
  *                bfifo leaf bounding its queue in bytes;
- *   guest-sent   tap0 ingress qdisc, one u32 match-all filter whose mirred
- *                action redirects every frame to ifb0; ifb0 carries the same
- *                htb as tap0. The frame re-enters tap0's receive path after
- *                ifb0 (netdev and inet nftables tables still apply).
+ *   guest-sent   tap0 ingress qdisc, one u32 filter whose mirred action
+ *                redirects to ifb0 every frame the netdev nftables table
+ *                would pass as IPv4 (the guest's MAC, ethertype IPv4, the
+ *                guest's source address); ifb0 carries the same htb as tap0.
+ *                The frame re-enters tap0's receive path after ifb0, past the
+ *                tc and netdev ingress hooks (the kernel skips both for a
+ *                frame ifb hands back) but through the inet table. Every
+ *                other frame (ARP, spoofed, IPv6) is not redirected: the
+ *                netdev table drops and counts it as before (nft.h); ARP is
+ *                left unshaped, it never leaves the namespace.
  *
  * The agent (envd) connection is never shaped, so a guest saturating its
  * own link stays controllable: one u32 filter per htb sends it to the htb's
@@ -35,11 +41,13 @@
 #define NETRATE_MAX_BPS (1ull << 40)
 
 struct netrate_plan {
-    const char *tap;     /* the guest's tap inside the namespace */
-    const char *ifb;     /* the ifb device its received frames are shaped on */
-    uint32_t host_ip;    /* the host side of the tap, network byte order */
-    uint16_t agent_port; /* the agent's TCP port in the guest (never shaped) */
-    uint64_t bps;        /* the rate, each direction, bytes/s (NETRATE_MIN_BPS..MAX) */
+    const char *tap;      /* the guest's tap inside the namespace */
+    const char *ifb;      /* the ifb device its received frames are shaped on */
+    uint32_t host_ip;     /* the host side of the tap, network byte order */
+    uint32_t guest_ip;    /* the guest's only source address, network byte order */
+    uint8_t guest_mac[6]; /* the guest's only source MAC */
+    uint16_t agent_port;  /* the agent's TCP port in the guest (never shaped) */
+    uint64_t bps;         /* the rate, each direction, bytes/s (NETRATE_MIN_BPS..MAX) */
 };
 
 /* An rtnetlink batch: messages back to back, each with NLM_F_ACK and its own seq. */

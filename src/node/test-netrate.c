@@ -27,7 +27,9 @@ static struct netrate_plan plan(uint64_t bps)
 {
     return (struct netrate_plan){ .tap = "tap0",
                                   .ifb = "ifb0",
-                                  .host_ip = htonl(0xa9fe0001u), /* 169.254.0.1 */
+                                  .host_ip = htonl(0xa9fe0001u),  /* 169.254.0.1 */
+                                  .guest_ip = htonl(0xa9fe0002u), /* 169.254.0.2 */
+                                  .guest_mac = { 2, 0, 0, 0, 0, 2 },
                                   .agent_port = 49983,
                                   .bps = bps };
 }
@@ -167,6 +169,31 @@ static void test_agent_filters(void **state)
     assert_int_equal(found, (1u << 2) | (1u << 3));
 }
 
+/* Only what the netdev table would pass as IPv4 is redirected; the rest meets that table. */
+static void test_redirect_takes_only_the_guests_ipv4(void **state)
+{
+    struct netrate_plan p = plan(1 << 20);
+    struct netrate_batch b;
+    const struct nlmsghdr *h = NULL;
+
+    assert_int_equal(netrate_build_setup(&p, 2, 3, 1, &b), 0);
+    h = nth(&b, b.n - 1);
+    const struct tcmsg *t = NLMSG_DATA(h);
+    assert_int_equal(h->nlmsg_type, RTM_NEWTFILTER);
+    assert_int_equal(t->tcm_parent, 0xffff0000u);
+    assert_int_equal(t->tcm_info & 0xffff, htons(0x0800));
+    const struct rtattr *o = tc_attr(h, TCA_OPTIONS);
+    const struct tc_u32_sel *s = RTA_DATA(nested(o, TCA_U32_SEL));
+    assert_int_equal(s->nkeys, 3);
+    assert_int_equal(s->keys[0].off, -8);
+    assert_int_equal(s->keys[0].val, htonl(0x02000000u));
+    assert_int_equal(s->keys[1].off, -4);
+    assert_int_equal(s->keys[1].val, htonl(0x00020800u));
+    assert_int_equal(s->keys[2].off, 12);
+    assert_int_equal(s->keys[2].val, p.guest_ip);
+    assert_non_null(nested(o, TCA_U32_ACT));
+}
+
 static void test_bad_plans(void **state)
 {
     struct netrate_plan p = plan(100);
@@ -240,8 +267,11 @@ static void test_live_namespace(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_batches_are_well_formed), cmocka_unit_test(test_rate_and_bucket),
-        cmocka_unit_test(test_agent_filters),           cmocka_unit_test(test_bad_plans),
+        cmocka_unit_test(test_batches_are_well_formed),
+        cmocka_unit_test(test_rate_and_bucket),
+        cmocka_unit_test(test_agent_filters),
+        cmocka_unit_test(test_redirect_takes_only_the_guests_ipv4),
+        cmocka_unit_test(test_bad_plans),
         cmocka_unit_test(test_live_namespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
