@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "basic/fd-util.h"
@@ -412,6 +413,13 @@ static int rtnl_open(void)
 
     if (fd < 0) {
         return -errno;
+    }
+    /* rtnetlink acks at once; a kernel that never does must not hang a worker. */
+    struct timeval tv = { .tv_sec = 5 };
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
+        int r = -errno;
+        close_safe(fd);
+        return r;
     }
     /* Best effort: older kernels answer without the extras. */
     (void)setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
