@@ -768,7 +768,7 @@ out:
         free(agent_error);
         return r;
     }
-    ret->timing.boot = now_monotonic() - t0 - ret->timing.vmm;
+    ret->timing.boot = now_monotonic() - t0 - ret->timing.vmm - ret->timing.network;
     ret->timing.total = now_monotonic() - t0;
     ret->timing.restored = ret->timing.pooled = true;
     ret->rt = vm->rt;
