@@ -265,6 +265,20 @@ static int put_htb(struct netrate_batch *b, const struct netrate_plan *p, int if
     return 0;
 }
 
+/* TCA_U32_SEL: a terminal selector and its keys, which follow it (a flexible array). */
+static struct rtattr *attr_sel(struct netrate_batch *b, const struct tc_u32_key *keys, size_t n)
+{
+    struct tc_u32_sel sel = { .flags = TC_U32_TERMINAL, .nkeys = (unsigned char)n };
+    unsigned char buf[sizeof(sel) + 8 * sizeof(*keys)];
+
+    if (n > 8) {
+        return NULL;
+    }
+    memcpy(buf, &sel, sizeof(sel));
+    memcpy(buf + sizeof(sel), keys, n * sizeof(*keys));
+    return attr(b, TCA_U32_SEL, buf, sizeof(sel) + n * sizeof(*keys));
+}
+
 /*
  * The agent filter on one htb: to the direct queue (1:0) when the packet is
  * IPv4 without options, not a later fragment, TCP, the host side at
@@ -274,23 +288,20 @@ static int put_htb(struct netrate_batch *b, const struct netrate_plan *p, int if
 static int put_agent_filter(struct netrate_batch *b, const struct netrate_plan *p, int ifindex,
                             int host_off, unsigned port_shift, const char *what)
 {
-    struct {
-        struct tc_u32_sel sel;
-        struct tc_u32_key keys[5];
-    } s = { .sel = { .flags = TC_U32_TERMINAL, .nkeys = 5 } };
+    struct tc_u32_key keys[5];
     struct nlmsghdr *h = msg_begin(b, RTM_NEWTFILTER, NLM_F_CREATE | NLM_F_EXCL, what, false);
     struct rtattr *opts = NULL;
 
-    s.keys[0] = (struct tc_u32_key){ .mask = htonl(0xff000000u), .val = htonl(0x45000000u) };
-    s.keys[1] = (struct tc_u32_key){ .mask = htonl(0x00001fffu), .val = 0, .off = 4 };
-    s.keys[2] = (struct tc_u32_key){ .mask = htonl(0x00ff0000u), .val = htonl(6u << 16), .off = 8 };
-    s.keys[3] = (struct tc_u32_key){ .mask = 0xffffffffu, .val = p->host_ip, .off = host_off };
-    s.keys[4] = (struct tc_u32_key){ .mask = htonl(0xffffu << port_shift),
-                                     .val = htonl((uint32_t)p->agent_port << port_shift),
-                                     .off = 20 };
+    keys[0] = (struct tc_u32_key){ .mask = htonl(0xff000000u), .val = htonl(0x45000000u) };
+    keys[1] = (struct tc_u32_key){ .mask = htonl(0x00001fffu), .val = 0, .off = 4 };
+    keys[2] = (struct tc_u32_key){ .mask = htonl(0x00ff0000u), .val = htonl(6u << 16), .off = 8 };
+    keys[3] = (struct tc_u32_key){ .mask = 0xffffffffu, .val = p->host_ip, .off = host_off };
+    keys[4] = (struct tc_u32_key){ .mask = htonl(0xffffu << port_shift),
+                                   .val = htonl((uint32_t)p->agent_port << port_shift),
+                                   .off = 20 };
     if (!h || !tc_header(b, ifindex, HTB_MAJOR, 0, TC_H_MAKE(1u << 16, htons(ETH_P_IP))) ||
         !attr_str(b, TCA_KIND, "u32") || !(opts = attr(b, TCA_OPTIONS, NULL, 0)) ||
-        !attr_u32(b, TCA_U32_CLASSID, HTB_DIRECT) || !attr(b, TCA_U32_SEL, &s, sizeof(s))) {
+        !attr_u32(b, TCA_U32_CLASSID, HTB_DIRECT) || !attr_sel(b, keys, ARRAY_SIZE(keys))) {
         return -ENOBUFS;
     }
     nest_end(b, opts);
@@ -350,22 +361,19 @@ int netrate_build_setup(const struct netrate_plan *p, int tap_ifindex, int ifb_i
      * address. The rest stays here for the netdev table to drop and count.
      */
     const uint8_t *mac = p->guest_mac;
-    struct {
-        struct tc_u32_sel sel;
-        struct tc_u32_key keys[3];
-    } all = { .sel = { .flags = TC_U32_TERMINAL, .nkeys = 3 } };
-    all.keys[0] = (struct tc_u32_key){
+    struct tc_u32_key all[3];
+    all[0] = (struct tc_u32_key){
         .mask = 0xffffffffu,
         .val =
             htonl((uint32_t)mac[0] << 24 | (uint32_t)mac[1] << 16 | (uint32_t)mac[2] << 8 | mac[3]),
         .off = -8,
     };
-    all.keys[1] = (struct tc_u32_key){
+    all[1] = (struct tc_u32_key){
         .mask = 0xffffffffu,
         .val = htonl((uint32_t)mac[4] << 24 | (uint32_t)mac[5] << 16 | ETH_P_IP),
         .off = -4,
     };
-    all.keys[2] = (struct tc_u32_key){ .mask = 0xffffffffu, .val = p->guest_ip, .off = 12 };
+    all[2] = (struct tc_u32_key){ .mask = 0xffffffffu, .val = p->guest_ip, .off = 12 };
     struct tc_mirred mirred = { .action = TC_ACT_STOLEN,
                                 .eaction = TCA_EGRESS_REDIR,
                                 .ifindex = (uint32_t)ifb_ifindex };
@@ -374,7 +382,7 @@ int netrate_build_setup(const struct netrate_plan *p, int tap_ifindex, int ifb_i
         !tc_header(b, tap_ifindex, TC_H_MAKE(TC_H_INGRESS, 0), 0,
                    TC_H_MAKE(1u << 16, htons(ETH_P_IP))) ||
         !attr_str(b, TCA_KIND, "u32") || !(opts = attr(b, TCA_OPTIONS, NULL, 0)) ||
-        !attr(b, TCA_U32_SEL, &all, sizeof(all)) || !(act = attr(b, TCA_U32_ACT, NULL, 0)) ||
+        !attr_sel(b, all, ARRAY_SIZE(all)) || !(act = attr(b, TCA_U32_ACT, NULL, 0)) ||
         !(one = attr(b, 1, NULL, 0)) || !attr_str(b, TCA_ACT_KIND, "mirred") ||
         !(aopts = attr(b, TCA_ACT_OPTIONS, NULL, 0)) ||
         !attr(b, TCA_MIRRED_PARMS, &mirred, sizeof(mirred))) {
