@@ -12,7 +12,9 @@
  *                                         here: idempotent; snapshot: false forces a cold
  *                                         boot, pool: false a restore past the warm pool;
  *                                         from_snapshot: ID a branch of a full sandbox
- *                                         snapshot, its template and size the snapshot's)
+ *                                         snapshot, its template and size the snapshot's;
+ *                                         net_bps: its network rate each way, bytes/s, at
+ *                                         most --net-bps, netrate.h)
  *   GET    /v1/instances                  {instances: [...]}: every VM, bound to a sandbox or not
  *   GET    /v1/pools                      warm-pool levels per template and size (pool.h)
  *   GET    /v1/capacity                   budgets, committed, free (capacity.h)
@@ -60,6 +62,7 @@
 #include "gw/policy.h"
 #include "node/capacity.h"
 #include "node/manager.h"
+#include "node/netrate.h"
 #include "node/pool.h"
 #include "node/disk-snapshot.h"
 #include "node/snapshot-routes.h"
@@ -96,6 +99,9 @@ static json_t *vm_to_json(const struct vm *vm)
     }
     if (j && vm->rt) {
         json_object_set_new(j, "pid", json_integer(runtime_pid(vm->rt)));
+    }
+    if (j && rec->net_bps > 0) {
+        json_object_set_new(j, "net_bps", json_integer((json_int_t)rec->net_bps));
     }
     if (j && rec->network) {
         json_error_t jerr;
@@ -330,8 +336,11 @@ static void create_done(void *p)
         vm->rec.pid_start_time = j->res.pid_start_time;
         vm_set_state(vm, VM_RUNNING);
         manager_egress_attach(m, vm);
-        log_sandbox_info(vm_sandbox_id(vm), "created instance %s from template '%s' in %.1f ms",
-                         vm->rec.iid, vm->rec.template_name, vm->timing.total / 1000.0);
+        log_sandbox_info(vm_sandbox_id(vm),
+                         "created instance %s from template '%s' in %.1f ms, network shaped to "
+                         "%llu B/s each way (0: unshaped)",
+                         vm->rec.iid, vm->rec.template_name, vm->timing.total / 1000.0,
+                         (unsigned long long)vm->rec.net_bps);
         http_util_reply_json(j->req, 201, vm_to_json(vm));
     }
     free(j->res.error);
@@ -500,6 +509,26 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         memory = (unsigned)mm;
         json_decref(meta);
     }
+    /* "net_bps": this sandbox's network rate each way (netrate.h), at most the node's. */
+    uint64_t net_bps = m->host.net_bps;
+    json_t *jbps = json_object_get(body, "net_bps");
+    if (jbps && m->host.net_bps == 0) {
+        http_util_reply_error(req, 400,
+                              "'net_bps' cannot be set: this node does not shape "
+                              "sandbox networks (--net-bps 0)");
+        goto out;
+    }
+    if (jbps && (!json_is_integer(jbps) || json_integer_value(jbps) < (json_int_t)NETRATE_MIN_BPS ||
+                 (uint64_t)json_integer_value(jbps) > m->host.net_bps)) {
+        http_util_reply_error(req, 400,
+                              "'net_bps' must be an integer between %llu and %llu (this node's "
+                              "--net-bps) bytes/s",
+                              NETRATE_MIN_BPS, (unsigned long long)m->host.net_bps);
+        goto out;
+    }
+    if (jbps) {
+        net_bps = (uint64_t)json_integer_value(jbps);
+    }
     json_t *net = json_object_get(body, "network");
     if (net && !json_is_object(net)) {
         http_util_reply_error(req, 400, "'network' must be an object (a native egress policy)");
@@ -577,6 +606,7 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     }
     if (r >= 0) {
         vm->rec.network = TAKE_PTR(network);
+        vm->rec.net_bps = net_bps;
     }
     if (r >= 0 && !vm->rt) {
         r = manager_add(m, vm);

@@ -37,6 +37,7 @@
 #include "node/clone.h"
 #include "node/death.h"
 #include "node/disk-snapshot.h"
+#include "node/netrate.h"
 #include "node/netslot.h"
 #include "node/snapshot.h"
 #include "shared/connect.h"
@@ -502,7 +503,7 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
 
     step = "create network";
     t = now_monotonic();
-    r = netslot_create(rec.iid);
+    r = netslot_create(rec.iid, rec.net_bps);
     if (r >= 0) {
         r = fault_point("create.network");
     }
@@ -714,11 +715,26 @@ int vm_bind_member(const struct vm_host *host, const struct vm *vm, struct vm_cr
     int r;
 
     *ret = (struct vm_create_result){ .pid = rec.pid, .pid_start_time = rec.pid_start_time };
+    /* The member's namespace is shaped at --net-bps (pool.c); only another rate costs. */
+    if (rec.net_bps > 0 && rec.net_bps != host->net_bps) {
+        char netns[PATH_MAX];
+        struct netrate_plan rate = netrate_sandbox_plan(rec.net_bps);
+        step = "set network rate";
+        r = netslot_netns_path(rec.iid, netns, sizeof(netns));
+        if (r >= 0) {
+            r = netrate_set(rec.iid, netns, &rate);
+        }
+        ret->timing.network = now_monotonic() - t0;
+        if (r < 0) {
+            goto out;
+        }
+    }
+    step = "resume";
     r = runtime_resume(vm->rt);
     if (r >= 0) {
         r = fault_point("bind.resume");
     }
-    ret->timing.vmm = now_monotonic() - t0;
+    ret->timing.vmm = now_monotonic() - t0 - ret->timing.network;
     if (r >= 0) {
         step = "initialise agent";
         usec_t t = now_monotonic();
@@ -743,6 +759,7 @@ int vm_bind_member(const struct vm_host *host, const struct vm *vm, struct vm_cr
         r = vm_write_record(host, &rec, false);
         ret->timing.record = now_monotonic() - t;
     }
+out:
     if (r < 0) {
         struct strbuf sb = STRBUF_INIT;
         strbuf_appendf(&sb, "binding pool member %s: %s failed: %s", rec.iid, step,
@@ -751,7 +768,7 @@ int vm_bind_member(const struct vm_host *host, const struct vm *vm, struct vm_cr
         free(agent_error);
         return r;
     }
-    ret->timing.boot = now_monotonic() - t0 - ret->timing.vmm;
+    ret->timing.boot = now_monotonic() - t0 - ret->timing.vmm - ret->timing.network;
     ret->timing.total = now_monotonic() - t0;
     ret->timing.restored = ret->timing.pooled = true;
     ret->rt = vm->rt;
@@ -1583,7 +1600,7 @@ int vm_restore(const struct vm_host *host, const struct vm *vm, bool memory,
     }
     /* Kept across the suspend; made again if something removed it. Idempotent. */
     step = "create network";
-    r = netslot_create(rec.iid);
+    r = netslot_create(rec.iid, rec.net_bps);
     if (r < 0) {
         goto fail;
     }

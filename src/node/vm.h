@@ -38,6 +38,8 @@ struct vm_host {
     unsigned tb_size_mib;     /* TCG translation buffer per VM (runtime.h); 0: the default */
     uint64_t disk_bps;        /* each VM's disk throttling (runtime.h); 0: none */
     uint32_t disk_iops;
+    uint64_t net_bps; /* --net-bps: each sandbox's default network rate, and the most a
+                         create may ask for (netrate.h); 0: unshaped */
 };
 
 struct vm_timing {
