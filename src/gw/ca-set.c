@@ -292,8 +292,7 @@ static int do_finish(struct ca_set *s, char *err)
         r = remove_file(s, CA_PHASE_FILE);
     }
     if (r < 0) {
-        set_err(err, "cannot finish the rotation: %s (the next start completes it)",
-                strerror(-r));
+        set_err(err, "cannot finish the rotation: %s (the next start completes it)", strerror(-r));
         return r;
     }
     (void)sync_dir(s);
