@@ -748,6 +748,11 @@ static void verb_ca_done(struct manager *m, struct verb_job *j)
                             j->ca_fp, vm->rec.iid, verbs[j->verb].name,
                             j->ca_error ? j->ca_error : strerror(-j->ca_r));
     }
+    if (j->ca_r >= 0) {
+        log_sandbox_info(vm_sandbox_id(vm),
+                         "sent the egress CA %s to instance %s's agent with its %s", j->ca_fp,
+                         vm->rec.iid, verbs[j->verb].name);
+    }
     memcpy(vm->rec.ca_given, j->ca_r >= 0 ? j->ca_fp : j->ca_had, sizeof(vm->rec.ca_given));
     (void)vm_save_record(&m->host, &vm->rec);
 }
