@@ -8,9 +8,9 @@
  * the totals. POST is the host admin's (the local socket): it forwards the
  * step to every node, which forwards it to its space-gw. A node's refusal
  * (409: a step out of order, or a switch before every running sandbox has
- * the staged bundle) is passed through; a node that does not answer is 502,
- * one whose space-gw is down 503. Nothing is stored by the api: the phase
- * lives in each gateway's data directory.
+ * the staged bundle; 404: a node without a gateway) is passed through; a
+ * node that does not answer is 502, one whose space-gw is down 503. Nothing is stored by the api:
+ * the phase lives in each gateway's data directory.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -71,10 +71,12 @@ static void egress_ca_done(void *p)
         goto out;
     }
     if (j->status != 200 || !json_is_object(j->res)) {
-        /* 409 (out of order, sandboxes without the bundle) and 400 as the node said them;
-         * a gateway that is down (the node's 503) stays 503; anything else is the node's
-         * failure: 502. */
-        int status = j->status == 409 || j->status == 400 || j->status == 503 ? j->status : 502;
+        /* 409 (out of order, sandboxes without the bundle), 400 and 404 (a node without a
+         * gateway) as the node said them; a gateway that is down (the node's 503) stays 503;
+         * anything else is the node's failure: 502. */
+        int status = j->status == 409 || j->status == 400 || j->status == 404 || j->status == 503
+                         ? j->status
+                         : 502;
         if (j->status == 503) {
             evhttp_add_header(evhttp_request_get_output_headers(j->req), "Retry-After", "1");
         }
