@@ -699,7 +699,10 @@ struct verb_job {
     /* resume, restore: the egress CA bundle its agent lacks, sent before the reply */
     char *ca_body;
     char ca_fp[VM_CA_FINGERPRINT_LEN + 1];
-    char ca_had[VM_CA_FINGERPRINT_LEN + 1]; /* what the agent has when that fails */
+    char ca_given[VM_CA_FINGERPRINT_LEN + 1]; /* what the agent had before it slept */
+    char ca_boot[VM_CA_FINGERPRINT_LEN + 1];  /* restore: what a boot's replayed /init gives */
+    char ca_had[VM_CA_FINGERPRINT_LEN + 1];   /* worker: what it has now (one of the two) */
+    bool ca_sent;
     int ca_r;
     char *ca_error;
 };
@@ -726,10 +729,17 @@ static void verb_work(void *p)
      * (the first leaf it may see after a switch is the new CA's). */
     if (j->r >= 0 && j->ca_body) {
         struct vm copy = *j->vm; /* a restore's runtime is not the loop's yet */
+        /* A restore that booted replayed the create's /init (its bundle); one from memory
+         * kept what the agent had, like a resume. */
+        bool booted = j->verb == VERB_RESTORE && j->restored.booted;
+        memcpy(j->ca_had, booted ? j->ca_boot : j->ca_given, sizeof(j->ca_had));
         if (j->verb == VERB_RESTORE) {
             copy.rt = j->restored.rt;
         }
-        j->ca_r = vm_send_init(&copy, j->ca_body, &j->ca_error);
+        if (strcmp(j->ca_had, j->ca_fp) != 0) {
+            j->ca_sent = true;
+            j->ca_r = vm_send_init(&copy, j->ca_body, &j->ca_error);
+        }
     }
 }
 
@@ -740,6 +750,10 @@ static void verb_ca_done(struct manager *m, struct verb_job *j)
 
     if (!j->ca_body) {
         return;
+    }
+    if (!j->ca_sent) {
+        memcpy(vm->rec.ca_given, j->ca_had, sizeof(vm->rec.ca_given));
+        return; /* it has the bundle */
     }
     if (j->ca_r < 0) {
         log_sandbox_warning(vm_sandbox_id(vm),
@@ -875,14 +889,14 @@ static void handle_verb(struct manager *m, struct evhttp_request *req, struct vm
     };
     const char *ca = gw_client_ca_pem(m->gw);
     if (ca && instance_is_bound(&vm->rec) && (verb == VERB_RESUME || verb == VERB_RESTORE)) {
-        /* A restore's identity /init installs init_json's bundle again (vm.h). */
+        /* A restore that boots replays the create's /init, its bundle included (vm.h). */
+        memcpy(j->ca_given, vm_ca_given(vm), sizeof(j->ca_given));
+        memcpy(j->ca_boot, j->ca_given, sizeof(j->ca_boot));
         if (verb == VERB_RESTORE) {
-            vm_ca_after_restore(vm, j->ca_had);
-        } else {
-            memcpy(j->ca_had, vm_ca_given(vm), sizeof(j->ca_had));
+            vm_ca_after_restore(vm, j->ca_boot);
         }
         vm_ca_fingerprint(ca, j->ca_fp);
-        if (strcmp(j->ca_had, j->ca_fp) != 0) {
+        if (strcmp(j->ca_given, j->ca_fp) != 0 || strcmp(j->ca_boot, j->ca_fp) != 0) {
             j->ca_body = manager_ca_init_body(vm, ca); /* NULL: the tick sends it later */
         }
     }

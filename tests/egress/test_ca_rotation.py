@@ -15,7 +15,10 @@ CA issued the leaf it was shown) and in space-gw's data directory:
             trusts the new CA as soon as its resume is answered
   restart   and again while switched
   finish    the next CA is the current one: the old one is gone from space-gw's data
-            directory and from the guests' bundle; HTTPS still works
+            directory and from the guests' bundle; HTTPS still works; a sandbox created
+            under the old CA, suspended and restored from its disk, trusts the new one when
+            the restore is answered (its create's /init, which that restore replays, named
+            the old one)
 
 Plus the status codes of both APIs (400 unknown step/field, 403 without the host admin's
 socket, 409 out of order).
@@ -149,8 +152,8 @@ def restart_gw(plat):
         time.sleep(0.2)
 
 
-def verb(plat, sid, name, state):
-    code, res = plat.admin("POST", f"/v1/sandboxes/{sid}/{name}?wait=true", timeout=900)
+def verb(plat, sid, name, state, body=None):
+    code, res = plat.admin("POST", f"/v1/sandboxes/{sid}/{name}?wait=true", body, timeout=900)
     assert code == 200 and res["state"] == state, (code, res)
 
 
@@ -158,6 +161,13 @@ def instance_id(plat, sid):
     code, res = plat.node.call("GET", f"/v1/sandboxes/{sid}")
     assert code == 200, (code, res)
     return res["instance_id"]
+
+
+def tick_pushes(plat, sid):
+    """How often the node's tick (egress_push_ca) sent a CA to sid's agent so far."""
+    iid = instance_id(plat, sid)
+    with open(plat.node.log_path, errors="replace") as f:
+        return sum(1 for line in f if "sending the egress CA" in line and iid in line)
 
 
 def vmm_pids(plat, sid):
@@ -249,11 +259,13 @@ def test_rotation_end_to_end(plat, sandboxes):
     assert code == 200 and issued_by(leaf, new_ca) and not issued_by(leaf, old_ca)
 
     # b slept through the stage: its resume gives it the bundle before it is answered.
+    pushes = tick_pushes(plat, b)
     verb(plat, b, "resume", "running")
     assert f"to instance {instance_id(plat, b)}'s agent with its resume" in plat.node.log()
     code, leaf = guest_tls(plat, b)
     assert code == 200 and issued_by(leaf, new_ca)
     assert guest_bundle(plat, b) == certs(old_ca) + certs(new_ca)
+    assert tick_pushes(plat, b) == pushes  # the resume did it, not the tick's re-send
 
     res = restart_gw(plat)
     assert res["phase"] == "switched", res
@@ -274,6 +286,17 @@ def test_rotation_end_to_end(plat, sandboxes):
         code, leaf = guest_tls(plat, sid)
         assert code == 200 and issued_by(leaf, new_ca)
     rotate(plat, "finish", 409)
+
+    # a was created under the old CA, which its create's /init carried: a restore that boots
+    # from the disk replays that /init, so it hands over the bundle before it answers.
+    verb(plat, a, "suspend", "suspended")
+    pushes = tick_pushes(plat, a)
+    verb(plat, a, "restore", "running", {"memory": False})
+    assert f"to instance {instance_id(plat, a)}'s agent with its restore" in plat.node.log()
+    assert guest_bundle(plat, a) == certs(new_ca)
+    code, leaf = guest_tls(plat, a)
+    assert code == 200 and issued_by(leaf, new_ca)
+    assert tick_pushes(plat, a) == pushes  # the restore did it, not the tick's re-send
 
     # A sandbox created now is given the new CA alone.
     c = plat.create_sandbox(network={"allow": [ALLOWED]})
