@@ -24,6 +24,7 @@ Plus the status codes of both APIs (400 unknown step/field, 403 without the host
 socket, 409 out of order).
 """
 import base64
+import json
 import os
 import signal
 import subprocess
@@ -33,7 +34,7 @@ import time
 import pytest
 
 from lib.internet import ALLOWED, internet  # noqa: F401 (fixture)
-from lib.platform import EgressPlatform, live_qemu_pids
+from lib.platform import SPACE, EgressPlatform, live_qemu_pids
 
 GUEST_CERT = "/usr/local/share/ca-certificates/space-egress.crt"
 
@@ -188,9 +189,8 @@ def test_status_codes(plat, sandboxes):
     assert "next step: stage" in rotate(plat, "switch", 409)["message"]
     assert "next step: stage" in rotate(plat, "finish", 409)["message"]
     # An API key reads the state but cannot rotate: that is the host admin's.
-    import urllib.request
     import urllib.error
-    import json
+    import urllib.request
     hdr = {"X-API-Key": plat.key, "Content-Type": "application/json"}
     with urllib.request.urlopen(urllib.request.Request(f"{plat.url}/v1/egress-ca",
                                                        headers=hdr), timeout=30) as r:
@@ -204,6 +204,16 @@ def test_status_codes(plat, sandboxes):
     for body in ({"step": "nope"}, {"step": "stage", "x": 1}):
         code, res = plat.node.call("POST", "/v1/egress-ca/rotate", body)
         assert code == 400, (code, res)
+    # The CLI (the api's local socket): status as text and JSON, a refused step is exit 1.
+    r = subprocess.run([SPACE, "ca", "status"], env=plat.env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("egress CA: stable;"), (r.stdout, r.stderr)
+    r = subprocess.run([SPACE, "ca", "status", "--json"], env=plat.env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and json.loads(r.stdout)["phase"] == "stable", r.stdout
+    r = subprocess.run([SPACE, "ca", "rotate", "finish"], env=plat.env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1 and "next step: stage" in r.stderr, (r.stdout, r.stderr)
     assert status(plat)["phase"] == "stable"
     assert not os.path.exists(os.path.join(plat.gw.data, "ca-next.key"))
 
