@@ -125,7 +125,8 @@ static const struct route {
     "template builds and management through the E2B API (space builds with POST "                  \
     "/v1/templates/{name}/build)"
     { EVHTTP_REQ_POST, "/v3/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
-    { EVHTTP_REQ_GET, "/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
+    /* Read-only: the node's templates, each with its default size (cpuCount, memoryMB). */
+    { EVHTTP_REQ_GET, "/templates", e2b_templates_list, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_POST, "/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
     { EVHTTP_REQ_GET, "/v2/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
     { EVHTTP_REQ_POST, "/v2/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
@@ -137,7 +138,7 @@ static const struct route {
       "template tags (Template.removeTags)" },
     { EVHTTP_REQ_GET, "/templates/{*}/tags", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
       "template tags (Template.getTags)" },
-    { EVHTTP_REQ_GET, "/templates/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
+    { EVHTTP_REQ_GET, "/templates/{id}", e2b_template_get, AUTH_KEY, ID_ANY },
     { EVHTTP_REQ_POST, "/templates/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
     { EVHTTP_REQ_PATCH, "/templates/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
       TEMPLATES },

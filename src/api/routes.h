@@ -90,3 +90,6 @@ void e2b_sandbox_metrics(struct request_ctx *c);
 void e2b_sandbox_logs(struct request_ctx *c);
 void e2b_sandbox_network(struct request_ctx *c);
 void e2b_not_implemented(struct request_ctx *c);
+/* E2B's template listing and info, read-only, of the node's templates (http-admin.c). */
+void e2b_templates_list(struct request_ctx *c);
+void e2b_template_get(struct request_ctx *c);

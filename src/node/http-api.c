@@ -3,10 +3,12 @@
  * (space-api) takes these routes over; they keep their shape then.
  *
  *   GET    /health                        node status, accelerator
- *   GET    /v1/templates                  built templates
+ *   GET    /v1/templates                  built templates, each with its default size (vcpus,
+ *                                         memory_mb) and its snapshots per size
  *   POST   /v1/templates/{name}/build     build (or confirm cached) from the recipe -> template
- *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?, snapshot?,
- *                                         pool?} -> 201 sandbox (200 when `id` already runs
+ *   POST   /v1/sandboxes                  {template, vcpus?, memory_mb?, id?, init?, snapshot?,
+ *                                         pool?} -> 201 sandbox (a size not given: the
+ *                                         template's, template-size.h) (200 when `id` already runs
  *                                         here: idempotent; snapshot: false forces a cold
  *                                         boot, pool: false a restore past the warm pool;
  *                                         from_snapshot: ID a branch of a full sandbox
@@ -66,6 +68,7 @@
 #include "node/disk-snapshot.h"
 #include "node/snapshot-routes.h"
 #include "node/snapshot.h"
+#include "node/template-size.h"
 #include "shared/gw-proto.h"
 #include "shared/http-util.h"
 #include "shared/sandbox-id.h"
@@ -74,9 +77,9 @@
 #define HTTP_MAX_BODY (1u << 20)
 /* Canonical policy text: what fits in one attach message with room for its envelope. */
 #define HTTP_MAX_POLICY (GW_PROTO_MSG_MAX - 1024)
-#define MAX_VCPUS 16
-#define MAX_MEMORY_MIB (64u * 1024)
-#define MIN_MEMORY_MIB 128
+#define MAX_VCPUS TEMPLATE_SIZE_MAX_VCPUS
+#define MAX_MEMORY_MIB TEMPLATE_SIZE_MAX_MEMORY_MIB
+#define MIN_MEMORY_MIB TEMPLATE_SIZE_MIN_MEMORY_MIB
 
 static json_t *vm_to_json(const struct vm *vm)
 {
@@ -105,8 +108,8 @@ static json_t *vm_to_json(const struct vm *vm)
     return j;
 }
 
-/* A sandbox whose VMM ended on its own (manager.h), freed already. */
-static json_t *failure_to_json(const struct manager_failure *f)
+/* A sandbox whose VMM ended on its own (failed-list.h), freed already. */
+static json_t *failure_to_json(const struct failure *f)
 {
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", f->sandbox_id, "instance_id", f->iid,
                      "state", "failed", "reason", death_reason_to_string(f->reason), "message",
@@ -172,17 +175,28 @@ static void handle_templates(struct manager *m, struct evhttp_request *req)
             continue;
         }
         json_t *t = json_loads(text, 0, &err);
+        struct template_size size;
+        const char *why = NULL;
+        bool sized = template_size_parse(text, &size, &why) >= 0;
         free(text);
-        if (t) {
+        if (t && !sized) {
+            log_warning("template '%s' is not listed: %s", de->d_name, why);
+        }
+        if (t && sized) {
             /* Listing a template also starts its snapshot (default size) when it has none
-             * yet: snapshot.h; "snapshot" says where that is. */
-            snapshot_prepare(&m->host, de->d_name, m->default_vcpus, m->default_memory_mib);
-            pool_want(m->warm, de->d_name, m->default_vcpus, m->default_memory_mib);
+             * yet: snapshot.h; "snapshot" says where that is, "snapshots" every size's. */
+            snapshot_prepare(&m->host, de->d_name, size.vcpus, size.memory_mib);
+            pool_want(m->warm, de->d_name, size.vcpus, size.memory_mib);
             json_object_set_new(t, "name", json_string(de->d_name));
+            json_object_set_new(t, "vcpus", json_integer(size.vcpus));
+            json_object_set_new(t, "memory_mb", json_integer(size.memory_mib));
             json_object_set_new(
                 t, "snapshot",
-                json_string(snapshot_status(de->d_name, m->default_vcpus, m->default_memory_mib)));
+                json_string(snapshot_status(de->d_name, size.vcpus, size.memory_mib)));
+            json_object_set_new(t, "snapshots", snapshot_sizes_to_json(de->d_name));
             json_array_append_new(list, t);
+        } else {
+            json_decref(t);
         }
     }
     if (d) {
@@ -407,7 +421,9 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     char *network = NULL;
     const char *template_name = "base";
     char branch_template[64];
-    unsigned vcpus = m->default_vcpus, memory = m->default_memory_mib;
+    unsigned vcpus = 0, memory = 0; /* 0: the template's (template-size.h) */
+    struct template_size tsize = { 0 };
+    const char *why_size = NULL;
     const char *id = NULL;
     char fresh_id[SANDBOX_ID_LEN + 1];
     struct vm *existing;
@@ -510,8 +526,17 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         http_util_reply_error(req, 404, "template '%s' not found", template_name);
         goto out;
     }
+    /* A create without a size gets the template's; the pool holds that size only. */
+    r = template_size_load(tdir, &tsize, &why_size);
+    if (r < 0) {
+        http_util_reply_error(req, 500, "template '%s': %s", template_name, why_size);
+        goto out;
+    }
+    vcpus = vcpus ? vcpus : tsize.vcpus;
+    memory = memory ? memory : tsize.memory_mib;
+    bool default_size = vcpus == tsize.vcpus && memory == tsize.memory_mib;
     /* Create sources in order (CONTRACTS): a warm-pool member, else restore, else boot. */
-    bool skip_pool = json_is_false(snap) || json_is_false(use_pool) || from;
+    bool skip_pool = json_is_false(snap) || json_is_false(use_pool) || from || !default_size;
     struct vm *member = skip_pool ? NULL : pool_take(m->warm, template_name, vcpus, memory);
     if (!member) {
         pool_make_room(m->warm, vcpus, memory);
@@ -1401,8 +1426,8 @@ static void dispatch(struct evhttp_request *req, void *userdata)
                     json_array_append_new(list, vm_to_json(m->vms[i]));
                 }
             }
-            for (size_t i = 0; i < m->n_failed; i++) {
-                json_array_append_new(failed, failure_to_json(manager_failure_at(m, i)));
+            for (size_t i = 0; i < m->failed.n; i++) {
+                json_array_append_new(failed, failure_to_json(failed_list_at(&m->failed, i)));
             }
             http_util_reply_json(req, 200,
                                  json_pack("{s:o, s:o}", "sandboxes", list, "failed", failed));
@@ -1427,7 +1452,7 @@ static void dispatch(struct evhttp_request *req, void *userdata)
             return;
         }
         struct vm *vm = manager_find(m, id);
-        const struct manager_failure *f = vm ? NULL : manager_find_failure(m, id);
+        const struct failure *f = vm ? NULL : failed_list_find(&m->failed, id);
         if (f) {
             /* Gone as a killed one is (404), with why: the api records the reason. */
             http_util_reply_error(req, 404, "sandbox '%s' failed: %s: %s", id,

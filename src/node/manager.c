@@ -102,36 +102,22 @@ void manager_remove(struct manager *m, struct vm *vm)
     }
 }
 
-const struct manager_failure *manager_failure_at(struct manager *m, size_t i)
-{
-    return i < m->n_failed ? &m->failed[(m->failed_first + i) % MANAGER_FAILED_MAX] : NULL;
-}
-
-const struct manager_failure *manager_find_failure(struct manager *m, const char *sandbox_id)
-{
-    for (size_t i = m->n_failed; i-- > 0;) {
-        const struct manager_failure *f = manager_failure_at(m, i);
-        if (strcmp(f->sandbox_id, sandbox_id) == 0) {
-            return f;
-        }
-    }
-    return NULL;
-}
-
 static void failure_add(struct manager *m, const struct vm *vm, enum death_reason reason,
                         const char *message)
 {
-    struct manager_failure *f;
-    if (m->n_failed == MANAGER_FAILED_MAX) {
-        f = &m->failed[m->failed_first];
-        m->failed_first = (m->failed_first + 1) % MANAGER_FAILED_MAX;
-    } else {
-        f = &m->failed[(m->failed_first + m->n_failed++) % MANAGER_FAILED_MAX];
+    struct failure f = { .reason = reason, .at = now_realtime() };
+    char path[PATH_MAX];
+    int r;
+
+    snprintf(f.sandbox_id, sizeof(f.sandbox_id), "%s", vm_sandbox_id(vm));
+    snprintf(f.iid, sizeof(f.iid), "%s", vm->rec.iid);
+    snprintf(f.message, sizeof(f.message), "%s", message);
+    failed_list_add(&m->failed, &f);
+    snprintf(path, sizeof(path), "%s/" FAILED_LIST_FILE, m->host.data_dir);
+    r = failed_list_save(&m->failed, path);
+    if (r < 0) {
+        log_warning_errno(r, "cannot save the failed sandboxes to '%s': %m", path);
     }
-    *f = (struct manager_failure){ .reason = reason, .at = now_realtime() };
-    snprintf(f->sandbox_id, sizeof(f->sandbox_id), "%s", vm_sandbox_id(vm));
-    snprintf(f->iid, sizeof(f->iid), "%s", vm->rec.iid);
-    snprintf(f->message, sizeof(f->message), "%s", message);
 }
 
 /* A VM whose VMM died on its own (guest panic, OOM kill, VMM crash): why (death.h), then
@@ -177,20 +163,22 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
 
     for (size_t i = 0; i < m->n_vms && !m->stopping; i++) {
         struct vm *vm = m->vms[i];
-        if ((vm_state(vm) == VM_RUNNING || vm_state(vm) == VM_PAUSED) && vm->rt &&
-            !runtime_alive(vm->rt)) {
+        bool live = (vm_state(vm) == VM_RUNNING || vm_state(vm) == VM_PAUSED) && vm->rt;
+        bool gone = live && !runtime_alive(vm->rt);
+        /* A guest that halted never makes its VMM exit (death.h): reaped the same way. */
+        bool halted = live && !gone && vm_state(vm) == VM_RUNNING && vm_guest_halted(&m->host, vm);
+        if (gone || halted) {
             struct reap_job *j = malloc(sizeof(*j));
-            if (!j) {
+            if (j) {
+                *j = (struct reap_job){ .m = m, .vm = vm };
+            }
+            if (!j || manager_run_job(m, reap_work, reap_done, j) < 0) {
+                free(j);              /* pool full: the next tick tries again, */
+                vm->console_seen = 0; /* reading the console's end again */
                 continue;
             }
-            *j = (struct reap_job){ .m = m, .vm = vm };
-            if (manager_run_job(m, reap_work, reap_done, j) < 0) {
-                free(j); /* pool full: the next tick tries again */
-                continue;
-            }
-            log_sandbox_warning(vm_sandbox_id(vm),
-                                "vmm of instance %s exited unexpectedly, "
-                                "removing it",
+            log_sandbox_warning(vm_sandbox_id(vm), "%s of instance %s, removing it",
+                                halted ? "the guest halted" : "the vmm exited unexpectedly",
                                 vm->rec.iid);
             vm_set_state(vm, VM_STOPPING);
             manager_egress_detach(m, vm);
@@ -497,6 +485,7 @@ int manager_new(struct event_base *base, const struct vm_host *host,
 {
     struct manager *m = calloc(1, sizeof(*m));
     struct timeval second = { 1, 0 };
+    char path[PATH_MAX];
     int r;
 
     if (!m) {
@@ -506,8 +495,6 @@ int manager_new(struct event_base *base, const struct vm_host *host,
     m->base = base;
     m->host = *host;
     m->max_sandboxes = 64;
-    m->default_vcpus = 1;
-    m->default_memory_mib = 512;
     r = worker_pool_new(base, limits->workers, limits->queue, &m->pool);
     if (r < 0) {
         goto fail;
@@ -528,6 +515,12 @@ int manager_new(struct event_base *base, const struct vm_host *host,
     event_add(m->sigterm, NULL);
     event_add(m->sigint, NULL);
     event_add(m->tick, &second);
+    snprintf(path, sizeof(path), "%s/" FAILED_LIST_FILE, m->host.data_dir);
+    r = failed_list_load(&m->failed, path);
+    if (r < 0 && r != -ENOENT) {
+        log_warning_errno(r, "cannot read the failed sandboxes in '%s', starting without: %m",
+                          path);
+    }
     r = vm_reconcile(&m->host, adopt_cb, m);
     if (r < 0) {
         log_warning_errno(r, "cannot reconcile instances: %m");

@@ -35,6 +35,7 @@
 #include "node/jail.h"
 #include "node/manager.h"
 #include "node/pool.h"
+#include "node/snapshot.h"
 #include "node/tunnel.h"
 #include "shared/gw-proto.h"
 
@@ -417,6 +418,11 @@ int main(int argc, char **argv)
     r = jail_init(&jail_cfg);
     if (r < 0) {
         return 1;
+    }
+    /* Snapshots of an older template build, QEMU or size past the bound (snapshot.h). */
+    r = snapshot_cleanup(&host);
+    if (r > 0) {
+        log_info("removed %d stale template snapshot(s)", r);
     }
 
     evthread_use_pthreads();

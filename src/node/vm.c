@@ -766,6 +766,29 @@ int vm_bind_member(const struct vm_host *host, const struct vm *vm, struct vm_cr
     return 0;
 }
 
+bool vm_guest_halted(const struct vm_host *host, struct vm *vm)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 16], tail[256];
+    bool halted = false;
+    struct stat st;
+    int fd;
+
+    if (vm_instance_dir(host, vm->rec.iid, dir, sizeof(dir)) < 0) {
+        return false;
+    }
+    snprintf(path, sizeof(path), "%s/console.log", dir);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size != vm->console_seen) {
+        /* Any change, a shrink too: the pump drops older output when the file is full. */
+        vm->console_seen = st.st_size;
+        off_t at = st.st_size > (off_t)sizeof(tail) ? st.st_size - (off_t)sizeof(tail) : 0;
+        ssize_t n = pread(fd, tail, sizeof(tail), at);
+        halted = n > 0 && death_console_halted(tail, (size_t)n);
+    }
+    close_safe(fd);
+    return halted;
+}
+
 void vm_death(const struct vm_host *host, const struct vm *vm, enum death_reason *ret_reason,
               char *msg, size_t n)
 {

@@ -70,7 +70,16 @@ struct vm {
     unsigned ca_attempts;
     char ca_tried[17];
     usec_t ca_retry_at;
+    /* console.log's size when vm_guest_halted() last read its end (0 at first). Loop thread. */
+    off_t console_seen;
 };
+
+/*
+ * Whether the guest halted (death_console_halted() on the end of its console.log), read
+ * only when the file's size changed since the last call: cheap enough for every running
+ * VM on every tick. Loop thread only.
+ */
+bool vm_guest_halted(const struct vm_host *host, struct vm *vm);
 
 /* Loop thread only: moves vm to `to`, asserting the row exists in the state table. */
 void vm_set_state(struct vm *vm, enum vm_state to);
