@@ -71,6 +71,8 @@ static const struct route {
     { EVHTTP_REQ_GET, "/v1/templates", http_templates_list, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_GET, "/v1/pools", http_pools_list, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_GET, "/v1/capacity", http_capacity, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/v1/egress-ca", http_egress_ca_get, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_POST, "/v1/egress-ca/rotate", http_egress_ca_rotate, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_POST, "/v1/templates/{id}/build", http_template_build, AUTH_KEY, ID_TEMPLATE },
     { EVHTTP_REQ_PUT, "/v1/templates/{id}/network", http_template_network_put, AUTH_KEY,
       ID_TEMPLATE },

@@ -56,6 +56,9 @@ void http_templates_list(struct request_ctx *c);
 void http_pools_list(struct request_ctx *c);
 /* GET /v1/capacity (http-capacity.c) */
 void http_capacity(struct request_ctx *c);
+/* GET /v1/egress-ca, POST /v1/egress-ca/rotate (admin: the local socket) (http-egress-ca.c) */
+void http_egress_ca_get(struct request_ctx *c);
+void http_egress_ca_rotate(struct request_ctx *c);
 void http_info(struct request_ctx *c);
 void http_template_build(struct request_ctx *c);
 void http_keys_create(struct request_ctx *c);

@@ -27,6 +27,10 @@
  *   POST   /v1/sandboxes/{id}/pause       QMP stop; recorded paused -> 200 sandbox (409 wrong
  * state) POST   /v1/sandboxes/{id}/resume      QMP cont, guest clock re-synced -> 200 sandbox GET
  * /v1/egress-audit?after=SEQ&limit=N   {epoch, records, next} (egress-audit.h)
+ *   GET    /v1/egress-ca                  {phase, current, next, bundle, sandboxes,
+ *                                          with_bundle, not_running} (src/gw/ca-set.h)
+ *   POST   /v1/egress-ca/rotate           {step: stage|switch|finish} -> the same (409 out of
+ *                                          order, or switch before every sandbox has the bundle)
  *
  * Create takes `network` (the native egress policy, src/gw/policy.h; absent
  * = deny everything), kept in instance.json and handed to space-gw; when the
@@ -747,6 +751,15 @@ struct verb_job {
     int r;
     char *error;
     struct vm_restore_result restored;
+    /* resume, restore: the egress CA bundle its agent lacks, sent before the reply */
+    char *ca_body;
+    char ca_fp[VM_CA_FINGERPRINT_LEN + 1];
+    char ca_given[VM_CA_FINGERPRINT_LEN + 1]; /* what the agent had before it slept */
+    char ca_boot[VM_CA_FINGERPRINT_LEN + 1];  /* restore: what a boot's replayed /init gives */
+    char ca_had[VM_CA_FINGERPRINT_LEN + 1];   /* worker: what it has now (one of the two) */
+    bool ca_sent;
+    int ca_r;
+    char *ca_error;
 };
 
 static void verb_work(void *p)
@@ -767,6 +780,50 @@ static void verb_work(void *p)
         j->error = TAKE_PTR(j->restored.error);
         break;
     }
+    /* A rotation went on while it slept: the guest trusts the bundle before it is answered
+     * (the first leaf it may see after a switch is the new CA's). */
+    if (j->r >= 0 && j->ca_body) {
+        struct vm copy = *j->vm; /* a restore's runtime is not the loop's yet */
+        /* A restore that booted replayed the create's /init (its bundle); one from memory
+         * kept what the agent had, like a resume. */
+        bool booted = j->verb == VERB_RESTORE && j->restored.booted;
+        memcpy(j->ca_had, booted ? j->ca_boot : j->ca_given, sizeof(j->ca_had));
+        if (j->verb == VERB_RESTORE) {
+            copy.rt = j->restored.rt;
+        }
+        if (strcmp(j->ca_had, j->ca_fp) != 0) {
+            j->ca_sent = true;
+            j->ca_r = vm_send_init(&copy, j->ca_body, &j->ca_error);
+        }
+    }
+}
+
+/* Loop: what resume/restore learnt about the agent's CA bundle (verb_work). */
+static void verb_ca_done(struct manager *m, struct verb_job *j)
+{
+    struct vm *vm = j->vm;
+
+    if (!j->ca_body) {
+        return;
+    }
+    if (!j->ca_sent) {
+        memcpy(vm->rec.ca_given, j->ca_had, sizeof(vm->rec.ca_given));
+        return; /* it has the bundle */
+    }
+    if (j->ca_r < 0) {
+        log_sandbox_warning(vm_sandbox_id(vm),
+                            "cannot send the egress CA %s to instance %s's agent after its %s "
+                            "(the tick retries): %s",
+                            j->ca_fp, vm->rec.iid, verbs[j->verb].name,
+                            j->ca_error ? j->ca_error : strerror(-j->ca_r));
+    }
+    if (j->ca_r >= 0) {
+        log_sandbox_info(vm_sandbox_id(vm),
+                         "sent the egress CA %s to instance %s's agent with its %s", j->ca_fp,
+                         vm->rec.iid, verbs[j->verb].name);
+    }
+    memcpy(vm->rec.ca_given, j->ca_r >= 0 ? j->ca_fp : j->ca_had, sizeof(vm->rec.ca_given));
+    (void)vm_save_record(&m->host, &vm->rec);
 }
 
 static void verb_done(void *p)
@@ -798,6 +855,7 @@ static void verb_done(void *p)
         vm->rec.pid = j->restored.pid;
         vm->rec.pid_start_time = j->restored.pid_start_time;
     }
+    verb_ca_done(m, j);
     vm_set_state(vm, verbs[j->verb].done);
     if (j->verb == VERB_RESTORE) {
         manager_egress_attach(m, vm);
@@ -820,6 +878,8 @@ static void verb_done(void *p)
     http_util_reply_json(j->req, 200, res);
 out:
     free(j->error);
+    free(j->ca_body);
+    free(j->ca_error);
     free(j);
     manager_job_finished(m);
 }
@@ -882,8 +942,22 @@ static void handle_verb(struct manager *m, struct evhttp_request *req, struct vm
     *j = (struct verb_job){
         .m = m, .req = req, .vm = vm, .verb = verb, .memory = memory, .started = now_monotonic()
     };
+    const char *ca = gw_client_ca_pem(m->gw);
+    if (ca && instance_is_bound(&vm->rec) && (verb == VERB_RESUME || verb == VERB_RESTORE)) {
+        /* A restore that boots replays the create's /init, its bundle included (vm.h). */
+        memcpy(j->ca_given, vm_ca_given(vm), sizeof(j->ca_given));
+        memcpy(j->ca_boot, j->ca_given, sizeof(j->ca_boot));
+        if (verb == VERB_RESTORE) {
+            vm_ca_after_restore(vm, j->ca_boot);
+        }
+        vm_ca_fingerprint(ca, j->ca_fp);
+        if (strcmp(j->ca_given, j->ca_fp) != 0 || strcmp(j->ca_boot, j->ca_fp) != 0) {
+            j->ca_body = manager_ca_init_body(vm, ca); /* NULL: the tick sends it later */
+        }
+    }
     r = manager_run_job(m, verb_work, verb_done, j);
     if (r < 0) {
+        free(j->ca_body);
         free(j);
         http_api_reply_no_worker(req, r);
         return;
@@ -984,6 +1058,127 @@ static void handle_egress_audit(struct manager *m, struct evhttp_request *req)
     }
 out:
     evhttp_clear_headers(&params);
+}
+
+/* ---- GET /v1/egress-ca, POST /v1/egress-ca/rotate ---- */
+
+/*
+ * The egress CA's rotation (src/gw/ca-set.h), for the api to drive on every node: the
+ * state as space-gw last reported it, and how far its bundle got into the sandboxes. A
+ * switch is refused (409) while a running sandbox has not acknowledged the bundle: its
+ * guest would see leaves from a CA it does not trust yet.
+ */
+static json_t *egress_ca_json(struct manager *m)
+{
+    const struct gw_client_ca *ca = gw_client_ca(m->gw);
+    char fp[VM_CA_FINGERPRINT_LEN + 1];
+    unsigned running, with, paused;
+
+    manager_egress_ca_counts(m, &running, &with, &paused);
+    vm_ca_fingerprint(gw_client_ca_pem(m->gw), fp);
+    return json_pack("{s:s, s:s?, s:s?, s:s, s:i, s:i, s:i}", "phase", ca->phase, "current",
+                     ca->current[0] ? ca->current : NULL, "next", ca->next[0] ? ca->next : NULL,
+                     "bundle", fp, "sandboxes", (int)running, "with_bundle", (int)with,
+                     "not_running", (int)paused);
+}
+
+/* 503 unless space-gw's session is up and has told us its CA. */
+static bool egress_ca_available(struct manager *m, struct evhttp_request *req)
+{
+    if (!m->gw) {
+        http_util_reply_error(req, 404, "this node has no egress gateway (--no-gw)");
+        return false;
+    }
+    if (!gw_client_ready(m->gw) || !gw_client_ca(m->gw)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        http_util_reply_error(req, 503, "space-gw is not connected");
+        return false;
+    }
+    return true;
+}
+
+static void handle_egress_ca(struct manager *m, struct evhttp_request *req)
+{
+    if (egress_ca_available(m, req)) {
+        http_util_reply_json(req, 200, egress_ca_json(m));
+    }
+}
+
+struct ca_rotate_job {
+    struct manager *m;
+    struct evhttp_request *req;
+};
+
+static void ca_rotate_done(void *userdata, int r, const char *error)
+{
+    struct ca_rotate_job *j = userdata;
+    struct manager *m = j->m;
+
+    if (r == -EBUSY) {
+        http_util_reply_error(j->req, 409, "%s", error ? error : "space-gw refused the step");
+    } else if (r < 0) {
+        evhttp_add_header(evhttp_request_get_output_headers(j->req), "Retry-After", "1");
+        http_util_reply_error(j->req, 503, "%s", error ? error : "space-gw did not answer");
+    } else {
+        manager_kick_ca(m); /* a new bundle: on its way to every running agent now */
+        http_util_reply_json(j->req, 200, egress_ca_json(m));
+    }
+    free(j);
+}
+
+static void handle_egress_ca_rotate(struct manager *m, struct evhttp_request *req)
+{
+    const char *step = NULL;
+    struct ca_rotate_job *j;
+    json_t *body;
+    int r;
+
+    if (!egress_ca_available(m, req)) {
+        return;
+    }
+    body = http_util_body_json(req);
+    if (!body) {
+        return;
+    }
+    if (!json_is_object(body) || json_object_size(body) != 1 ||
+        !json_is_string(json_object_get(body, "step"))) {
+        http_util_reply_error(req, 400,
+                              "the body must be {\"step\": \"stage\"|\"switch\"|\"finish\"}");
+        json_decref(body);
+        return;
+    }
+    step = json_string_value(json_object_get(body, "step"));
+    if (strcmp(step, "stage") != 0 && strcmp(step, "switch") != 0 && strcmp(step, "finish") != 0) {
+        http_util_reply_error(req, 400, "unknown step '%.32s' (stage, switch or finish)", step);
+        json_decref(body);
+        return;
+    }
+    if (strcmp(step, "switch") == 0 && strcmp(gw_client_ca(m->gw)->phase, "staged") == 0) {
+        unsigned running, with, paused;
+        manager_egress_ca_counts(m, &running, &with, &paused);
+        if (with < running) {
+            http_util_reply_error(req, 409,
+                                  "%u of %u running sandboxes have not acknowledged the staged "
+                                  "egress CA bundle yet; retry once they have",
+                                  running - with, running);
+            json_decref(body);
+            return;
+        }
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        http_util_reply_error(req, 500, "out of memory");
+        json_decref(body);
+        return;
+    }
+    *j = (struct ca_rotate_job){ .m = m, .req = req };
+    r = gw_client_ca_rotate(m->gw, step, ca_rotate_done, j);
+    json_decref(body);
+    if (r < 0) {
+        free(j);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        http_util_reply_error(req, 503, "cannot reach space-gw: %s", strerror(-r));
+    }
 }
 
 /* ---- POST /v1/sandboxes/{id}/exec ---- */
@@ -1221,6 +1416,14 @@ static void dispatch(struct evhttp_request *req, void *userdata)
     }
     if (strcmp(path, "/v1/egress-audit") == 0 && method == EVHTTP_REQ_GET) {
         handle_egress_audit(m, req);
+        return;
+    }
+    if (strcmp(path, "/v1/egress-ca") == 0 && method == EVHTTP_REQ_GET) {
+        handle_egress_ca(m, req);
+        return;
+    }
+    if (strcmp(path, "/v1/egress-ca/rotate") == 0 && method == EVHTTP_REQ_POST) {
+        handle_egress_ca_rotate(m, req);
         return;
     }
     if (strcmp(path, "/v1/capacity") == 0 && method == EVHTTP_REQ_GET) {

@@ -338,7 +338,7 @@ static void ca_done(void *p)
     manager_job_finished(m);
 }
 
-static char *ca_init_body(const struct vm *vm, const char *ca)
+char *manager_ca_init_body(const struct vm *vm, const char *ca)
 {
     json_t *j = json_pack("{s:s}", "caBundle", ca);
     char *text;
@@ -383,7 +383,7 @@ static void egress_push_ca(struct manager *m, struct vm *vm)
     if (!j) {
         return;
     }
-    *j = (struct ca_job){ .m = m, .vm = vm, .body = ca_init_body(vm, ca) };
+    *j = (struct ca_job){ .m = m, .vm = vm, .body = manager_ca_init_body(vm, ca) };
     memcpy(j->fingerprint, fp, sizeof(j->fingerprint));
     if (!j->body || manager_run_job(m, ca_work, ca_done, j) < 0) {
         free(j->body); /* pool full or stopping: the next tick tries again */
@@ -396,6 +396,38 @@ static void egress_push_ca(struct manager *m, struct vm *vm)
     m->ca_jobs++;
     log_sandbox_info(vm_sandbox_id(vm), "sending the egress CA %s to instance %s's agent", fp,
                      vm->rec.iid);
+}
+
+void manager_egress_ca_counts(struct manager *m, unsigned *running, unsigned *with_bundle,
+                              unsigned *paused)
+{
+    const char *ca = gw_client_ca_pem(m->gw);
+    char fp[VM_CA_FINGERPRINT_LEN + 1] = "";
+
+    *running = *with_bundle = *paused = 0;
+    if (ca) {
+        vm_ca_fingerprint(ca, fp);
+    }
+    for (size_t i = 0; i < m->n_vms; i++) {
+        struct vm *vm = m->vms[i];
+        if (!instance_is_bound(&vm->rec)) {
+            continue;
+        }
+        if (vm_state(vm) == VM_RUNNING) {
+            (*running)++;
+            *with_bundle += fp[0] && strcmp(vm_ca_given(vm), fp) == 0;
+        } else if (vm_state(vm) != VM_STOPPING && vm_state(vm) != VM_STOPPED &&
+                   vm_state(vm) != VM_CREATING) {
+            (*paused)++; /* paused, suspended, or on the way: given the bundle when resumed */
+        }
+    }
+}
+
+void manager_kick_ca(struct manager *m)
+{
+    for (size_t i = 0; i < m->n_vms; i++) {
+        egress_push_ca(m, m->vms[i]);
+    }
 }
 
 void manager_egress_attach(struct manager *m, struct vm *vm)

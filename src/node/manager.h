@@ -89,6 +89,18 @@ void manager_job_finished(struct manager *m);
 int manager_enable_egress(struct manager *m, const char *gw_socket, const char *node_name);
 /* Loop thread. Hands vm's egress sockets (opened on first use) and policy to space-gw. */
 void manager_egress_attach(struct manager *m, struct vm *vm);
+/*
+ * The egress CA rotation's view of the sandboxes (issue 10 item 4): bound ones running, how
+ * many of those acknowledged the current bundle (their agent took it), and the others alive
+ * but not running (paused, suspended, on the way: resume and restore give them the bundle
+ * before they answer).
+ */
+void manager_egress_ca_counts(struct manager *m, unsigned *running, unsigned *with_bundle,
+                              unsigned *paused);
+/* The bundle changed: start sending it to every running agent now (the tick retries). */
+void manager_kick_ca(struct manager *m);
+/* The /init body that gives vm's agent the CA bundle ca (its access token included). */
+char *manager_ca_init_body(const struct vm *vm, const char *ca);
 /* Loop thread. Tells space-gw to stop serving vm (its sockets close with the vm). */
 void manager_egress_detach(struct manager *m, struct vm *vm);
 

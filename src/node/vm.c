@@ -337,6 +337,14 @@ static void init_json_ca(const char *init_json, char out[VM_CA_FINGERPRINT_LEN +
     json_decref(j);
 }
 
+void vm_ca_after_restore(struct vm *vm, char out[VM_CA_FINGERPRINT_LEN + 1])
+{
+    init_json_ca(vm->init_json, out);
+    if (!out[0]) {
+        memcpy(out, vm_ca_given(vm), VM_CA_FINGERPRINT_LEN + 1);
+    }
+}
+
 const char *vm_ca_given(struct vm *vm)
 {
     /* The create job saved it in instance.json; the loop's copy learns it here. */

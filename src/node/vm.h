@@ -205,6 +205,9 @@ char *vm_agent_error_text(int status, const char *body, size_t len);
 void vm_ca_fingerprint(const char *pem, char out[VM_CA_FINGERPRINT_LEN + 1]);
 /* Loop thread: the fingerprint of the CA vm's agent has ("" = none). */
 const char *vm_ca_given(struct vm *vm);
+/* Loop thread: the CA vm's agent has once a restore that boots from the disk replayed
+ * init_json (its caBundle as the create sent it), or vm_ca_given() when it carries none. */
+void vm_ca_after_restore(struct vm *vm, char out[VM_CA_FINGERPRINT_LEN + 1]);
 
 /*
  * Worker: stops vm's vCPUs (QMP stop; memory, disk and network stay as they are), then

@@ -12,6 +12,7 @@ HELP = [
     "sandbox exec", "sandbox cp", "sandbox egress", "sandbox network", "template",
     "template build", "template ls", "keys", "keys create", "keys ls", "keys rm", "bench",
     "snapshot", "snapshot create", "snapshot ls", "snapshot rm", "snapshot branch",
+    "ca", "ca status", "ca rotate",
 ]
 
 
@@ -46,7 +47,9 @@ def test_help_is_usage_on_stdout(space, cmd, flag):
                                   ["snapshot"], ["snapshot", "create"],
                                   ["snapshot", "create", "not-an-id"], ["snapshot", "ls", "x"],
                                   ["snapshot", "branch"], ["snapshot", "branch", "not-an-id"],
-                                  ["snapshot", "branch", "-n", "x", "aaaaaaaaaaaaaaaaaaaa"]])
+                                  ["snapshot", "branch", "-n", "x", "aaaaaaaaaaaaaaaaaaaa"],
+                                  ["ca"], ["ca", "bogus"], ["ca", "rotate"],
+                                  ["ca", "rotate", "rollback"], ["ca", "status", "x"]])
 def test_wrong_usage_is_stderr_and_2(space, args):
     r = space(*args)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
