@@ -17,6 +17,15 @@
 #   image    $CACHE/image/<key>/rootfs.ext4       tar + agent -> sparse ext4
 #            key: rootfs key + agent binary + the "image" section of this script
 #   publish  --out DIR: vmlinux, rootfs.ext4, template.json, swapped in whole
+#            (republished when the kernel, image or size changes)
+#
+# A recipe may have a `size` file, the template's default size (a create that
+# gives none gets it; the node keeps one memory snapshot per size used):
+#   vcpus=1
+#   memory_mb=512
+# Both keys, once each, nothing else (# comments and blank lines aside);
+# vcpus 1..16, memory_mb 128..65536. Without the file: 1 vCPU, 512 MiB. They
+# are written into template.json as "vcpus" and "memory_mb".
 #
 # --kernel-only builds (or finds) the kernel and prints its path on stdout.
 # --kernel debian uses Debian's cloud kernel plus a small initramfs instead of
@@ -516,6 +525,10 @@ json_field() {
     sed -n "s/^ *\"$2\": *\"\\([^\"]*\\)\".*/\\1/p" "$1" 2>/dev/null | head -n1
 }
 
+json_int_field() {
+    sed -n "s/^ *\"$2\": *\\([0-9][0-9]*\\).*/\\1/p" "$1" 2>/dev/null | head -n1
+}
+
 # Images are keyed by the agent binary too, so every agent change leaves one
 # (about 300 MB) behind: keep the most recently used few. Published templates
 # are copies, so removing a cache entry never breaks one.
@@ -536,6 +549,8 @@ publish() {
         [ "$(json_field "$out/template.json" kernel_key)" = "$kernel_key" ] &&
         [ "$(json_field "$out/template.json" image_key)" = "$image_key" ] &&
         [ "$(json_field "$out/template.json" name)" = "$name" ] &&
+        [ "$(json_int_field "$out/template.json" vcpus)" = "$size_vcpus" ] &&
+        [ "$(json_int_field "$out/template.json" memory_mb)" = "$size_memory_mb" ] &&
         [ -f "$out/vmlinux" ] && [ -f "$out/rootfs.ext4" ]; then
         say "publish: $out is up to date"
         return 0
@@ -559,6 +574,8 @@ publish() {
         echo "  \"kernel_flavour\": \"$flavour\","
         echo "  \"kernel_key\": \"$kernel_key\","
         echo "  \"image_key\": \"$image_key\","
+        echo "  \"vcpus\": $size_vcpus,"
+        echo "  \"memory_mb\": $size_memory_mb,"
         echo "  \"built_at\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\""
         echo "}"
     } >"$new/template.json"
@@ -574,6 +591,37 @@ publish() {
     say "publish: $out ready"
 }
 # <<< section publish
+
+# Reads $arg_recipe/size (the header) into size_vcpus and size_memory_mb; dies on
+# anything else in it, so a typo never builds a template of the wrong size.
+size_vcpus=1
+size_memory_mb=512
+read_size() {
+    local f="$arg_recipe/size" line key val n=0 seen=
+    [ -f "$f" ] || return 0
+    while IFS= read -r line || [ -n "$line" ]; do
+        n=$((n + 1))
+        line=${line%%#*}
+        line=${line//[[:space:]]/}
+        [ -n "$line" ] || continue
+        [[ "$line" == *=* ]] || die "$f:$n: expected key=value, got '$line'"
+        key=${line%%=*}
+        val=${line#*=}
+        [[ "$val" =~ ^[1-9][0-9]{0,5}$ ]] || die "$f:$n: '$key' must be a positive integer, got '$val'"
+        case " $seen " in *" $key "*) die "$f:$n: '$key' given twice" ;; esac
+        seen="$seen $key"
+        case "$key" in
+        vcpus)
+            [ "$val" -le 16 ] || die "$f:$n: vcpus must be 1..16, got $val"
+            size_vcpus=$val ;;
+        memory_mb)
+            [ "$val" -ge 128 ] && [ "$val" -le 65536 ] ||
+                die "$f:$n: memory_mb must be 128..65536, got $val"
+            size_memory_mb=$val ;;
+        *) die "$f:$n: unknown key '$key' (vcpus, memory_mb)" ;;
+        esac
+    done <"$f"
+}
 
 main() {
     while [ $# -gt 0 ]; do
@@ -602,6 +650,8 @@ main() {
         arg_agent=$(readlink -f "$arg_agent")
         arg_out=$(readlink -m "$arg_out")
         arg_name=${arg_name:-$(basename "$arg_recipe")}
+        read_size
+        say "size: $size_vcpus vCPU(s), $size_memory_mb MiB"
     fi
     [ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap, chroot, file ownership in the image)"
 

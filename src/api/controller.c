@@ -68,8 +68,9 @@ struct op_job {
     char *init_json; /* create: the agent's /init body */
     int r, status;
     char *error;
-    json_t *timings; /* the node's per-phase create timings */
-    int64_t bytes;   /* snapshot: what the node's files take (its meta.json "bytes") */
+    json_t *timings;          /* the node's per-phase create timings */
+    int64_t vcpus, memory_mb; /* create: the size the node made (0: its answer had none) */
+    int64_t bytes;            /* snapshot: what the node's files take (its meta.json "bytes") */
 };
 
 /* Runs on the worker; sees only its job. */
@@ -78,7 +79,7 @@ typedef void (*op_run_fn)(struct op_job *j);
 static void run_create(struct op_job *j)
 {
     j->r = node_client_create(j->node_socket, &j->sb, j->snap.id ? &j->snap : NULL, j->init_json,
-                              &j->status, &j->error, &j->timings);
+                              &j->status, &j->error, &j->timings, &j->vcpus, &j->memory_mb);
 }
 
 /* The node takes our id: a re-run after a crash of ours meets its own snapshot (200). */
@@ -644,9 +645,11 @@ static bool resends_policy(enum operation_kind kind, const struct store_sandbox 
     return inject;
 }
 
-/* snap: a snapshot operation's job (its id and bytes are recorded with its success), or NULL. */
+/* size: a create's, as the node answered (NULL or 0: none), recorded on a sandbox whose
+ * create named none (the template's default: the node knows it) or another. snap: a snapshot
+ * operation's (its id and bytes are recorded with its success), or NULL. */
 static void op_finish(struct manager *m, const struct store_operation *done, int r,
-                      const char *error, int status, json_t *timings,
+                      const char *error, int status, json_t *timings, const int64_t size[2],
                       const struct store_snapshot *snap, int64_t snap_bytes)
 {
     struct store_operation upd = *done, *op = &upd; /* borrowed strings, changed fields */
@@ -688,6 +691,12 @@ static void op_finish(struct manager *m, const struct store_operation *done, int
     }
     if (k >= 0 && have_sb && r >= 0 && to != from) {
         k = lifetime_on_success(m, kind, &sb, now);
+    }
+    if (k >= 0 && have_sb && r >= 0 && kind == OPERATION_KIND_CREATE && size && size[0] > 0 &&
+        size[1] > 0 && (size[0] != sb.vcpus || size[1] != sb.memory_mb)) {
+        struct store_sandbox sized = { .id = sb.id, .vcpus = size[0], .memory_mb = size[1] };
+        k = store_sandbox_update_fields(m->store, &sized,
+                                        STORE_SANDBOX_VCPUS | STORE_SANDBOX_MEMORY_MB);
     }
     /* The commit that makes a snapshot restorable: after the node's own (disk-snapshot.h). */
     if (k >= 0 && kind == OPERATION_KIND_SNAPSHOT) {
@@ -750,7 +759,8 @@ static void op_done(void *p)
     inflight_remove(m, j->op.id);
     /* The node has answered, the outcome is not recorded yet. */
     (void)op_fault(j->op.kind, "answered");
-    op_finish(m, &j->op, j->r, j->error, j->status, j->timings, &j->snap, j->bytes);
+    const int64_t size[2] = { j->vcpus, j->memory_mb };
+    op_finish(m, &j->op, j->r, j->error, j->status, j->timings, size, &j->snap, j->bytes);
     op_job_free(j);
     controller_kick(m);
 }
@@ -898,14 +908,14 @@ static int start_claimed(struct manager *m, struct store_operation *op)
     if (r == -ENOENT) {
         /* Its sandbox row is gone: the operation can never run; end it instead of
          * retrying it whenever its lease lapses. */
-        op_finish(m, op, r, "sandbox no longer exists", 404, NULL, NULL, 0);
+        op_finish(m, op, r, "sandbox no longer exists", 404, NULL, NULL, NULL, 0);
     } else if (r == -EOPNOTSUPP || r == -EBUSY) {
         char msg[128];
 
         snprintf(msg, sizeof(msg),
                  r == -EBUSY ? "%s cannot run in the sandbox's state" : "%s is not implemented yet",
                  op->kind);
-        op_finish(m, op, r, msg, r == -EBUSY ? 409 : 501, NULL, NULL, 0);
+        op_finish(m, op, r, msg, r == -EBUSY ? 409 : 501, NULL, NULL, NULL, 0);
     } else if (r < 0) {
         log_warning_errno(r, "cannot start operation %s: %m", op->id);
         return r;

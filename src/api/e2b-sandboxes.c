@@ -24,8 +24,6 @@
 #include "basic/parse-util.h"
 #include "shared/http-util.h"
 
-#define E2B_DEFAULT_VCPUS 1
-#define E2B_DEFAULT_MEMORY_MB 512
 #define E2B_DEFAULT_DISK_MB 2048
 #define E2B_LIST_MAX 100
 #define CREATE_WAIT (300 * USEC_PER_SEC)
@@ -345,8 +343,10 @@ void e2b_sandbox_create(struct request_ctx *c)
     struct lifecycle_create_params p = {
         .id = id,
         .template_id = template_id,
-        .vcpus = E2B_DEFAULT_VCPUS,
-        .memory_mb = E2B_DEFAULT_MEMORY_MB,
+        /* 0: the template's default size (templates/<name>/size); the row gets the node's,
+         * which cpuCount and memoryMB then show. */
+        .vcpus = 0,
+        .memory_mb = 0,
         .disk_mb = E2B_DEFAULT_DISK_MB,
         .timeout_s = timeout,
         .metadata = json_object_get(body, "metadata"),

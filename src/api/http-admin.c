@@ -1,4 +1,4 @@
-/* Native v1: templates (from the node) and API keys. */
+/* Native v1: templates (from the node) and API keys; E2B's read-only template routes. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -6,14 +6,19 @@
 #include "api/auth.h"
 #include "api/node-client.h"
 #include "api/routes.h"
+#include "api/sandbox.h"
 #include "basic/macro.h"
 #include "shared/event-util.h"
 #include "shared/http-util.h"
+#include "shared/sandbox-id.h"
 
 /*
  * Pass-through to the node on a worker (node calls block): the node's status and
- * JSON body go back to the client as they are.
+ * JSON body go back to the client as they are, or as `shape` makes them (on the loop:
+ * a new body for *status, or NULL after it replied itself).
  */
+struct relay_job;
+typedef json_t *(*relay_shape_fn)(struct relay_job *j, int *status);
 struct relay_job {
     struct evhttp_request *req;
     char *node_socket;
@@ -21,6 +26,8 @@ struct relay_job {
     json_t *body, *res;
     usec_t timeout;
     int status, r;
+    relay_shape_fn shape;
+    char arg[64]; /* for shape: the template asked for */
 };
 
 static void relay_job_free(struct relay_job *j)
@@ -45,14 +52,20 @@ static void relay_done(void *p)
     struct relay_job *j = p;
     if (j->r < 0) {
         http_util_reply_error(j->req, 502, "node unreachable: %s", strerror(-j->r));
-    } else {
+    } else if (!j->shape) {
         http_util_reply_json(j->req, j->status, TAKE_PTR(j->res));
+    } else {
+        int status = j->status;
+        json_t *out = j->shape(j, &status);
+        if (out) {
+            http_util_reply_json(j->req, status, out);
+        }
     }
     relay_job_free(j);
 }
 
-void http_relay_to_node(struct request_ctx *c, const char *method, const char *path, json_t *body,
-                        usec_t timeout)
+static void relay_shaped(struct request_ctx *c, const char *method, const char *path, json_t *body,
+                         usec_t timeout, relay_shape_fn shape, const char *arg)
 {
     struct relay_job *j = calloc(1, sizeof(*j));
 
@@ -66,7 +79,9 @@ void http_relay_to_node(struct request_ctx *c, const char *method, const char *p
                              .timeout = timeout,
                              .node_socket = strdup(c->m->node_socket),
                              .method = strdup(method),
-                             .path = strdup(path) };
+                             .path = strdup(path),
+                             .shape = shape };
+    snprintf(j->arg, sizeof(j->arg), "%s", arg ? arg : "");
     if (!j->node_socket || !j->method || !j->path) {
         relay_job_free(j);
         http_util_reply_error(c->req, 500, "out of memory");
@@ -76,6 +91,111 @@ void http_relay_to_node(struct request_ctx *c, const char *method, const char *p
         relay_job_free(j);
         http_util_reply_error(c->req, 500, "cannot start worker");
     }
+}
+
+void http_relay_to_node(struct request_ctx *c, const char *method, const char *path, json_t *body,
+                        usec_t timeout)
+{
+    relay_shaped(c, method, path, body, timeout, NULL, NULL);
+}
+
+/* ---- E2B GET /templates, GET /templates/{templateID} (read-only) ---- */
+
+/* E2B's buildID is a UUID: the first 32 hex digits of the template's image key as one. */
+static void build_id(const json_t *t, char out[37])
+{
+    const char *k = json_string_value(json_object_get(t, "image_key"));
+    char hex[33] = "00000000000000000000000000000000";
+    for (size_t i = 0; k && i < 32 && k[i]; i++) {
+        hex[i] = k[i];
+    }
+    snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
+}
+
+/* The E2B Template for the node's template t ({name, vcpus, memory_mb, built_at, ...}). Every
+ * key may create from every template: public. space counts no spawns (spawnCount 0,
+ * lastSpawnedAt null) and builds each template once (buildCount 1). */
+static json_t *e2b_template(const json_t *t, bool with_builds)
+{
+    const char *name = json_string_value(json_object_get(t, "name"));
+    const char *at = json_string_value(json_object_get(t, "built_at"));
+    json_int_t vcpus = json_integer_value(json_object_get(t, "vcpus"));
+    json_int_t memory = json_integer_value(json_object_get(t, "memory_mb"));
+    char bid[37];
+
+    build_id(t, bid);
+    at = at ? at : "1970-01-01T00:00:00Z";
+    json_t *o =
+        json_pack("{s:s, s:s, s:I, s:I, s:i, s:b, s:[s], s:[s], s:s, s:s, s:n, s:n, s:i, "
+                  "s:s}",
+                  "templateID", name ? name : "", "buildID", bid, "cpuCount", vcpus, "memoryMB",
+                  memory, "diskSizeMB", 2048, "public", 1, "aliases", name ? name : "", "names",
+                  name ? name : "", "createdAt", at, "updatedAt", at, "createdBy", "lastSpawnedAt",
+                  "spawnCount", 0, "envdVersion", SANDBOX_ENVD_VERSION);
+    if (o && with_builds) {
+        json_object_set_new(o, "builds",
+                            json_pack("[{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:s}]", "buildID",
+                                      bid, "status", "ready", "createdAt", at, "updatedAt", at,
+                                      "finishedAt", at, "cpuCount", vcpus, "memoryMB", memory,
+                                      "diskSizeMB", 2048, "envdVersion", SANDBOX_ENVD_VERSION));
+    } else if (o) {
+        json_object_set_new(o, "buildCount", json_integer(1));
+        json_object_set_new(o, "buildStatus", json_string("ready"));
+    }
+    return o;
+}
+
+static json_t *shape_templates(struct relay_job *j, int *status, bool one)
+{
+    json_t *t, *list = json_array();
+    size_t i;
+
+    if (*status != 200 || !list) {
+        json_decref(list);
+        http_util_reply_error(j->req, 502, "the node answered %d to its template listing", *status);
+        return NULL;
+    }
+    json_array_foreach (json_object_get(j->res, "templates"), i, t) {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        if (!name || (one && strcmp(name, j->arg) != 0)) {
+            continue;
+        }
+        if (one) {
+            json_decref(list);
+            return e2b_template(t, true);
+        }
+        json_array_append_new(list, e2b_template(t, false));
+    }
+    if (one) {
+        json_decref(list);
+        http_util_reply_error(j->req, 404, "template '%s' not found", j->arg);
+        return NULL;
+    }
+    return list;
+}
+
+static json_t *shape_list(struct relay_job *j, int *status)
+{
+    return shape_templates(j, status, false);
+}
+
+static json_t *shape_one(struct relay_job *j, int *status)
+{
+    return shape_templates(j, status, true);
+}
+
+void e2b_templates_list(struct request_ctx *c)
+{
+    relay_shaped(c, "GET", "/v1/templates", NULL, NODE_CLIENT_TIMEOUT, shape_list, NULL);
+}
+
+void e2b_template_get(struct request_ctx *c)
+{
+    if (!template_name_is_valid(c->id)) {
+        http_util_reply_error(c->req, 404, "template '%s' not found", c->id);
+        return;
+    }
+    relay_shaped(c, "GET", "/v1/templates", NULL, NODE_CLIENT_TIMEOUT, shape_one, c->id);
 }
 
 void http_templates_list(struct request_ctx *c)

@@ -89,7 +89,11 @@ void http_sandbox_create(struct request_ctx *c)
 {
     char id[SANDBOX_ID_LEN + 1], op[33];
     struct lifecycle_create_params p = {
-        .template_id = "base", .vcpus = 1, .memory_mb = 512, .disk_mb = 2048
+        /* vcpus, memory_mb 0: the template's default size; the row gets the node's. */
+        .template_id = "base",
+        .vcpus = 0,
+        .memory_mb = 0,
+        .disk_mb = 2048
     };
     json_t *body = http_util_body_json(c->req), *t;
     struct policy_error perr = { { 0 } };

@@ -32,7 +32,8 @@ static char *error_message(json_t *res, int status)
 
 int node_client_create(const char *node_socket, const struct store_sandbox *sb,
                        const struct store_snapshot *from, const char *init_json, int *ret_status,
-                       char **ret_error, json_t **ret_timings)
+                       char **ret_error, json_t **ret_timings, int64_t *ret_vcpus,
+                       int64_t *ret_memory_mb)
 {
     json_t *body = NULL, *res = NULL, *init = NULL;
     json_error_t err;
@@ -41,14 +42,22 @@ int node_client_create(const char *node_socket, const struct store_sandbox *sb,
 
     *ret_error = NULL;
     *ret_timings = NULL;
+    *ret_vcpus = 0;
+    *ret_memory_mb = 0;
     if (init_json) {
         init = json_loads(init_json, 0, &err);
     }
     /* From a snapshot: its template (the sandbox's template_id is the snapshot's id) and the
      * node restores it instead of the template's own. */
-    body = json_pack("{s:s, s:s, s:I, s:I}", "id", sb->id, "template",
-                     from ? from->template_id : sb->template_id, "vcpus", (json_int_t)sb->vcpus,
-                     "memory_mb", (json_int_t)sb->memory_mb);
+    body = json_pack("{s:s, s:s}", "id", sb->id, "template",
+                     from ? from->template_id : sb->template_id);
+    /* 0: the template's default size, which the node knows (its answer says which). */
+    if (body && sb->vcpus > 0) {
+        json_object_set_new(body, "vcpus", json_integer(sb->vcpus));
+    }
+    if (body && sb->memory_mb > 0) {
+        json_object_set_new(body, "memory_mb", json_integer(sb->memory_mb));
+    }
     if (body && from) {
         json_object_set_new(body, "from_snapshot", json_string(from->id));
     }
@@ -86,6 +95,10 @@ int node_client_create(const char *node_socket, const struct store_sandbox *sb,
         r = -EIO;
     } else {
         *ret_timings = json_incref(json_object_get(res, "timings_ms"));
+        json_t *v = json_object_get(res, "vcpus"), *mem = json_object_get(res, "memory_mb");
+        *ret_vcpus = json_is_integer(v) && json_integer_value(v) > 0 ? json_integer_value(v) : 0;
+        *ret_memory_mb =
+            json_is_integer(mem) && json_integer_value(mem) > 0 ? json_integer_value(mem) : 0;
     }
 out:
     json_decref(body);

@@ -11,10 +11,13 @@
 
 /* Creates sandbox sb on the node (idempotent on sb->id), then sends init_json to its agent;
  * from (may be NULL): restored from that snapshot (a branch) instead of the template.
- * *ret_timings gets the node's per-phase timings (new reference, may be NULL). */
+ * sb->vcpus or sb->memory_mb 0: not sent, the node gives the template's default size.
+ * *ret_timings gets the node's per-phase timings (new reference, may be NULL), *ret_vcpus and
+ * *ret_memory_mb the size it created (0 when its answer has none). */
 int node_client_create(const char *node_socket, const struct store_sandbox *sb,
                        const struct store_snapshot *from, const char *init_json, int *ret_status,
-                       char **ret_error, json_t **ret_timings);
+                       char **ret_error, json_t **ret_timings, int64_t *ret_vcpus,
+                       int64_t *ret_memory_mb);
 /* Hands the node sandbox id's egress policy (network_json as egress.h stores it; NULL = deny
  * all): PUT /v1/sandboxes/{id}/network with the canonical native form. */
 int node_client_set_network(const char *node_socket, const char *id, const char *network_json,

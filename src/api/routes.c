@@ -78,6 +78,8 @@ static const struct route {
     { EVHTTP_REQ_GET, "/v1/templates", http_templates_list, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_GET, "/v1/pools", http_pools_list, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_GET, "/v1/capacity", http_capacity, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_GET, "/v1/egress-ca", http_egress_ca_get, AUTH_KEY, ID_NONE },
+    { EVHTTP_REQ_POST, "/v1/egress-ca/rotate", http_egress_ca_rotate, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_POST, "/v1/templates/{id}/build", http_template_build, AUTH_KEY, ID_TEMPLATE },
     { EVHTTP_REQ_PUT, "/v1/templates/{id}/network", http_template_network_put, AUTH_KEY,
       ID_TEMPLATE },
@@ -130,7 +132,8 @@ static const struct route {
     "template builds and management through the E2B API (space builds with POST "                  \
     "/v1/templates/{name}/build)"
     { EVHTTP_REQ_POST, "/v3/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
-    { EVHTTP_REQ_GET, "/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
+    /* Read-only: the node's templates, each with its default size (cpuCount, memoryMB). */
+    { EVHTTP_REQ_GET, "/templates", e2b_templates_list, AUTH_KEY, ID_NONE },
     { EVHTTP_REQ_POST, "/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
     { EVHTTP_REQ_GET, "/v2/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
     { EVHTTP_REQ_POST, "/v2/templates", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
@@ -142,7 +145,7 @@ static const struct route {
       "template tags (Template.removeTags)" },
     { EVHTTP_REQ_GET, "/templates/{*}/tags", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
       "template tags (Template.getTags)" },
-    { EVHTTP_REQ_GET, "/templates/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
+    { EVHTTP_REQ_GET, "/templates/{id}", e2b_template_get, AUTH_KEY, ID_ANY },
     { EVHTTP_REQ_POST, "/templates/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY, TEMPLATES },
     { EVHTTP_REQ_PATCH, "/templates/{*}", e2b_not_implemented, AUTH_KEY, ID_NONE, Q_ANY,
       TEMPLATES },

@@ -56,6 +56,9 @@ void http_templates_list(struct request_ctx *c);
 void http_pools_list(struct request_ctx *c);
 /* GET /v1/capacity (http-capacity.c) */
 void http_capacity(struct request_ctx *c);
+/* GET /v1/egress-ca, POST /v1/egress-ca/rotate (admin: the local socket) (http-egress-ca.c) */
+void http_egress_ca_get(struct request_ctx *c);
+void http_egress_ca_rotate(struct request_ctx *c);
 void http_info(struct request_ctx *c);
 void http_template_build(struct request_ctx *c);
 void http_keys_create(struct request_ctx *c);
@@ -87,3 +90,6 @@ void e2b_sandbox_metrics(struct request_ctx *c);
 void e2b_sandbox_logs(struct request_ctx *c);
 void e2b_sandbox_network(struct request_ctx *c);
 void e2b_not_implemented(struct request_ctx *c);
+/* E2B's template listing and info, read-only, of the node's templates (http-admin.c). */
+void e2b_templates_list(struct request_ctx *c);
+void e2b_template_get(struct request_ctx *c);

@@ -1,5 +1,6 @@
 /*
- * space template build [NAME] | ls — recipes live in <share>/templates/<name>.
+ * space template build [NAME] | ls — recipes live in <share>/templates/<name>; ls shows each
+ * template's default size (templates/<name>/size) and the sizes it has snapshots of.
  * space template network set NAME [--internet] [--allow E]... [--deny E]... [--inject RULE]...
  * space template network get|rm NAME — the template's default egress policy
  * (PUT/GET/DELETE /v1/templates/{name}/network): a sandbox created from it without a
@@ -157,9 +158,22 @@ int cmd_template(int argc, char **argv)
         if (client_call_ok("GET", "/v1/templates", NULL, &res) < 0) {
             return 1;
         }
+        /* NAME, default size, built at, then every size with a snapshot: 2x768:ready. */
+        printf("NAME\tVCPUS\tMEMORY_MB\tBUILT_AT\tSNAPSHOTS\n");
         json_array_foreach (json_object_get(res, "templates"), i, t) {
-            printf("%s\t%s\n", json_string_value(json_object_get(t, "name")),
+            json_t *sz;
+            size_t k;
+            printf("%s\t%d\t%d\t%s\t", json_string_value(json_object_get(t, "name")) ?: "",
+                   (int)json_integer_value(json_object_get(t, "vcpus")),
+                   (int)json_integer_value(json_object_get(t, "memory_mb")),
                    json_string_value(json_object_get(t, "built_at")) ?: "");
+            json_array_foreach (json_object_get(t, "snapshots"), k, sz) {
+                printf("%s%dx%d:%s", k ? "," : "",
+                       (int)json_integer_value(json_object_get(sz, "vcpus")),
+                       (int)json_integer_value(json_object_get(sz, "memory_mb")),
+                       json_string_value(json_object_get(sz, "status")) ?: "");
+            }
+            printf("%s\n", json_array_size(json_object_get(t, "snapshots")) ? "" : "-");
         }
         json_decref(res);
         return 0;

@@ -13,6 +13,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_keys(int argc, char **argv);
 int cmd_secret(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_ca(int argc, char **argv);
 /* space sandbox cp (cmd-cp.c) */
 int cmd_cp(int argc, char **argv);
 

@@ -22,6 +22,7 @@ static const struct {
     { "pool", cmd_pool, "ls the warm pools (restored sandboxes ready for a create)" },
     { "capacity", cmd_capacity, "memory, vCPUs, sandboxes and disk: budgets, committed, free" },
     { "keys", cmd_keys, "create|ls|rm API keys" },
+    { "ca", cmd_ca, "status|rotate the egress gateway's deployment CA (stage, switch, finish)" },
     { "secret", cmd_secret, "create|list|rotate|delete secrets injected on egress" },
     { "snapshot", cmd_snapshot,
       "create|ls|rm snapshots of sandboxes (new sandboxes start from them); branch a live one" },

@@ -14,7 +14,7 @@
 
 static const char *const type_names[] = {
     [CONTROL_UNKNOWN] = "error", [CONTROL_HELLO] = "hello",   [CONTROL_ATTACH] = "attach",
-    [CONTROL_POLICY] = "policy", [CONTROL_DETACH] = "detach",
+    [CONTROL_POLICY] = "policy", [CONTROL_DETACH] = "detach", [CONTROL_CA_ROTATE] = "ca-rotate",
 };
 
 const char *control_type_str(enum control_type t)
@@ -82,6 +82,7 @@ int control_msg_parse(const void *msg, size_t len, size_t n_fds, struct control_
         [CONTROL_ATTACH] = { "instance", "sandbox", "policy" },
         [CONTROL_POLICY] = { "instance", "policy" },
         [CONTROL_DETACH] = { "instance" },
+        [CONTROL_CA_ROTATE] = { "step" },
     };
     json_error_t jerr;
     json_t *root = NULL, *v;
@@ -179,6 +180,15 @@ int control_msg_parse(const void *msg, size_t len, size_t n_fds, struct control_
             goto out;
         }
         break;
+    case CONTROL_CA_ROTATE:
+        s = get_string(root, "step", sizeof(req->step) - 1);
+        if (!s ||
+            (strcmp(s, "stage") != 0 && strcmp(s, "switch") != 0 && strcmp(s, "finish") != 0)) {
+            r = fail(err, "missing or invalid %s (stage, switch or finish)", "\"step\"");
+            goto out;
+        }
+        snprintf(req->step, sizeof(req->step), "%s", s);
+        break;
     case CONTROL_UNKNOWN:
         assert_not_reached();
     }
@@ -193,9 +203,10 @@ void control_request_done(struct control_request *req)
     req->policy = policy_free(req->policy);
 }
 
-int control_msg_reply(const struct control_request *req, const char *error, const char *ca_pem,
-                      struct strbuf *out)
+int control_msg_reply(const struct control_request *req, const char *error,
+                      const struct control_ca *ca, struct strbuf *out)
 {
+    bool with_ca = !error && ca && (req->type == CONTROL_HELLO || req->type == CONTROL_CA_ROTATE);
     json_t *o = json_object();
     char *s = NULL;
     int r = -ENOMEM;
@@ -204,9 +215,14 @@ int control_msg_reply(const struct control_request *req, const char *error, cons
         (req->instance[0] && json_object_set_new(o, "instance", json_string(req->instance)) < 0) ||
         json_object_set_new(o, "ok", json_boolean(!error)) < 0 ||
         (error &&
-         json_object_set_new(o, "error", json_util_string_lossy(error, strlen(error))) < 0) ||
-        (!error && req->type == CONTROL_HELLO && ca_pem &&
-         json_object_set_new(o, "caCert", json_string(ca_pem)) < 0)) {
+         json_object_set_new(o, "error", json_util_string_lossy(error, strlen(error))) < 0)) {
+        goto out;
+    }
+    if (with_ca && (json_object_set_new(o, "caCert", json_string(ca->bundle)) < 0 ||
+                    json_object_set_new(o, "caPhase", json_string(ca->phase)) < 0 ||
+                    json_object_set_new(o, "caCurrent", json_string(ca->current)) < 0 ||
+                    (ca->next && ca->next[0] &&
+                     json_object_set_new(o, "caNext", json_string(ca->next)) < 0))) {
         goto out;
     }
     s = json_dumps(o, JSON_COMPACT);

@@ -6,10 +6,11 @@
  *
  * Strict (everything on the socket is treated as hostile, even though only
  * root can connect): a datagram is one JSON object of at most
- * GW_PROTO_MSG_MAX bytes, "type" one of hello/attach/policy/detach, only
+ * GW_PROTO_MSG_MAX bytes, "type" one of hello/attach/policy/detach/
+ * ca-rotate, only
  * the fields that type has, "instance" [a-z0-9]{1,32}, "sandbox" a sandbox
  * id, "policy" what policy_parse_native() accepts (absent or null = deny
- * everything), and exactly the descriptors the type carries (attach: 2,
+ * everything), "step" stage|switch|finish, and exactly the descriptors the type carries (attach: 2,
  * every other: 0).
  */
 #include <stddef.h>
@@ -25,6 +26,7 @@ enum control_type {
     CONTROL_ATTACH,
     CONTROL_POLICY,
     CONTROL_DETACH,
+    CONTROL_CA_ROTATE,
 };
 
 #define CONTROL_INSTANCE_MAX 32
@@ -37,6 +39,15 @@ struct control_request {
     char instance[CONTROL_INSTANCE_MAX + 1]; /* "" when absent or invalid */
     char sandbox[SANDBOX_ID_LEN + 1];
     struct policy *policy; /* attach and policy; owned, control_request_done() frees it */
+    char step[8];          /* ca-rotate: "stage", "switch" or "finish" */
+};
+
+/* The egress CA as replies report it (ca-set.h). */
+struct control_ca {
+    const char *bundle;  /* PEM: current [+ next] */
+    const char *phase;   /* "stable" | "staged" | "switched" */
+    const char *current; /* fingerprints (sha256 hex); next "" when none */
+    const char *next;
 };
 
 const char *control_type_str(enum control_type t);
@@ -54,8 +65,9 @@ void control_request_done(struct control_request *req);
 
 /*
  * The reply to req: {"type":..., "instance":... (when it had one), "ok":
- * error == NULL, "error": error, "caCert": ca_pem (hello, when not NULL)}.
- * Appended to out. Returns 0 or -ENOMEM.
+ * error == NULL, "error": error}, and for an ok hello or ca-rotate (ca not
+ * NULL) "caCert": the bundle, "caPhase", "caCurrent", "caNext" (when there
+ * is one). Appended to out. Returns 0 or -ENOMEM.
  */
-int control_msg_reply(const struct control_request *req, const char *error, const char *ca_pem,
-                      struct strbuf *out);
+int control_msg_reply(const struct control_request *req, const char *error,
+                      const struct control_ca *ca, struct strbuf *out);

@@ -14,8 +14,10 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "gw/audit.h"
+#include "gw/ca-set.h"
 #include "gw/control-msg.h"
 #include "gw/sandbox.h"
+#include "gw/tls-term.h"
 #include "shared/gw-proto.h"
 
 #define CONTROL_FDS_MAX 8 /* descriptors one datagram may bring (more: refused and closed) */
@@ -238,6 +240,7 @@ static void handle(struct session *s, const char *msg, size_t len, int *fds, siz
     struct control_request req;
     char err[CONTROL_ERROR_MAX];
     struct strbuf out = STRBUF_INIT;
+    struct control_ca ca;
     const char *error = NULL;
     int r;
 
@@ -277,6 +280,15 @@ static void handle(struct session *s, const char *msg, size_t len, int *fds, siz
                 error = "instance not attached";
             }
             break;
+        case CONTROL_CA_ROTATE: {
+            enum ca_step step;
+            if (!gw->tls || ca_step_from_string(req.step, &step) < 0) {
+                error = "no egress CA to rotate";
+            } else if (tls_term_ca_step(gw->tls, step, err) < 0) {
+                error = err;
+            }
+            break;
+        }
         case CONTROL_UNKNOWN:
             assert_not_reached();
         }
@@ -284,7 +296,16 @@ static void handle(struct session *s, const char *msg, size_t len, int *fds, siz
     if (error) {
         log_warning("control %s refused: %s", control_type_str(req.type), error);
     }
-    if (control_msg_reply(&req, error, gw->ca_pem, &out) < 0) {
+    if (gw->tls) {
+        const struct ca_set *cas = tls_term_ca_set(gw->tls);
+        ca = (struct control_ca){
+            .bundle = ca_set_bundle(cas),
+            .phase = ca_phase_str(ca_set_phase(cas)),
+            .current = ca_set_current_fingerprint(cas),
+            .next = ca_set_next_fingerprint(cas),
+        };
+    }
+    if (control_msg_reply(&req, error, gw->tls ? &ca : NULL, &out) < 0) {
         session_close(s, "out of memory");
     } else {
         session_send(s, out.buf, out.len);

@@ -29,13 +29,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     r = control_msg_parse(data + 1, size - 1, data[0] & 3, &req, err);
     if (r == 0) {
         assert(req.type != CONTROL_UNKNOWN);
-        assert(req.type == CONTROL_HELLO ? req.node[0] != '\0' : req.instance[0] != '\0');
+        assert(req.type == CONTROL_HELLO       ? req.node[0] != '\0'
+               : req.type == CONTROL_CA_ROTATE ? req.step[0] != '\0'
+                                               : req.instance[0] != '\0');
         assert((req.type == CONTROL_ATTACH || req.type == CONTROL_POLICY) == (req.policy != NULL));
         assert(req.type != CONTROL_ATTACH || (data[0] & 3) == 2);
     } else {
         assert(err[0] != '\0' && req.policy == NULL);
     }
-    assert(control_msg_reply(&req, r == 0 ? NULL : err, "PEM", &out) == 0);
+    struct control_ca ca = { .bundle = "PEM", .phase = "stable", .current = "aa", .next = "" };
+    assert(control_msg_reply(&req, r == 0 ? NULL : err, &ca, &out) == 0);
     o = json_loadb(out.buf, out.len, 0, NULL);
     assert(o && json_is_string(json_object_get(o, "type")) &&
            json_is_boolean(json_object_get(o, "ok")));

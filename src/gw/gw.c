@@ -33,6 +33,7 @@
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "gw/audit.h"
+#include "gw/ca-set.h"
 #include "gw/control.h"
 #include "gw/policy.h"
 #include "gw/sandbox.h"
@@ -58,7 +59,8 @@ static void help(void)
 {
     printf("usage: space-gw [options]\n"
            "  --control-socket PATH   the node's control socket (default %s)\n"
-           "  --data-dir DIR          egress CA (ca.key, ca.crt) and secrets keypair\n"
+           "  --data-dir DIR          egress CA (ca.key, ca.crt; ca-next.* while rotating)\n"
+           "                          and secrets keypair\n"
            "                          (secrets.key, secrets.pub) (default %s)\n"
            "  --upstream-dns IP[:PORT]  resolver for allowed names (default: the first\n"
            "                          nameserver of /etc/resolv.conf)\n"
@@ -227,7 +229,9 @@ static int drop_privileges(const char *user)
  */
 static int give_data_dir(const char *dir, const char *user)
 {
-    static const char *const files[] = { CA_KEY_FILE, CA_CERT_FILE, SEALED_SECRET_KEY_FILE,
+    static const char *const files[] = { CA_KEY_FILE,           CA_CERT_FILE,
+                                         CA_NEXT_KEY_FILE,      CA_NEXT_CERT_FILE,
+                                         CA_PHASE_FILE,         SEALED_SECRET_KEY_FILE,
                                          SEALED_SECRET_PUB_FILE };
     struct passwd *pw = getpwnam(user);
     char p[PATH_MAX];
@@ -337,11 +341,6 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    gw.ca_pem = strdup(tls_term_ca_pem(gw.tls));
-    if (!gw.ca_pem) {
-        r = -ENOMEM;
-        goto out;
-    }
     r = audit_new(0, &gw.audit);
     if (r < 0) {
         goto out;
@@ -396,7 +395,6 @@ out:
     if (gw.base) {
         event_base_free(gw.base);
     }
-    free(gw.ca_pem);
     EVP_PKEY_free((EVP_PKEY *)gw.secrets_key);
     tls_term_free(gw.tls);
     log_info("stopped");

@@ -52,7 +52,6 @@ struct gw {
     struct audit *audit;
     struct control *control;
     struct tls_term *tls;            /* NULL until TLS termination is wired */
-    char *ca_pem;                    /* the egress CA certificate (hello reply) */
     struct evp_pkey_st *secrets_key; /* opens sealed secrets (sealed-secret.h); NULL: none */
     struct sandbox *sandboxes;
     size_t n_sandboxes;

@@ -113,9 +113,29 @@ static void test_reply(void **state)
     struct strbuf sb = STRBUF_INIT;
 
     assert_int_equal(parse("{\"type\":\"hello\",\"node\":\"n\"}", 0, &req, err), 0);
-    assert_int_equal(control_msg_reply(&req, NULL, "PEM", &sb), 0);
-    assert_string_equal(sb.buf, "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"PEM\"}");
+    struct control_ca ca = { .bundle = "PEM", .phase = "stable", .current = "aa", .next = "" };
+    assert_int_equal(control_msg_reply(&req, NULL, &ca, &sb), 0);
+    assert_string_equal(sb.buf, "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"PEM\","
+                                "\"caPhase\":\"stable\",\"caCurrent\":\"aa\"}");
     strbuf_release(&sb);
+    /* ca-rotate: the step checked, the reply with the CA (next included when there is one). */
+    assert_int_equal(parse("{\"type\":\"ca-rotate\",\"step\":\"stage\"}", 0, &req, err), 0);
+    assert_int_equal(req.type, CONTROL_CA_ROTATE);
+    assert_string_equal(req.step, "stage");
+    ca = (struct control_ca){ .bundle = "P2", .phase = "staged", .current = "aa", .next = "bb" };
+    assert_int_equal(control_msg_reply(&req, NULL, &ca, &sb), 0);
+    assert_string_equal(sb.buf, "{\"type\":\"ca-rotate\",\"ok\":true,\"caCert\":\"P2\","
+                                "\"caPhase\":\"staged\",\"caCurrent\":\"aa\",\"caNext\":\"bb\"}");
+    strbuf_release(&sb);
+    assert_int_equal(parse("{\"type\":\"ca-rotate\",\"step\":\"rollback\"}", 0, &req, err),
+                     -EINVAL);
+    assert_non_null(strstr(err, "step"));
+    assert_int_equal(parse("{\"type\":\"ca-rotate\"}", 0, &req, err), -EINVAL);
+    assert_int_equal(
+        parse("{\"type\":\"ca-rotate\",\"step\":\"stage\",\"instance\":\"a\"}", 0, &req, err),
+        -EINVAL);
+    assert_non_null(strstr(err, "unknown field"));
+    assert_int_equal(parse("{\"type\":\"ca-rotate\",\"step\":\"switch\"}", 1, &req, err), -EINVAL);
     assert_int_equal(parse("{\"type\":\"detach\",\"instance\":\"abc\",\"zz\":1}", 0, &req, err),
                      -EINVAL);
     /* The refusal names the instance it could read, and says why (lossy for bad UTF-8). */

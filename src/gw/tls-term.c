@@ -26,6 +26,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "gw/policy.h"
+#include "gw/ca-set.h"
 #include "shared/ca.h"
 
 #define CTX_BUCKETS 2048 /* > TLS_TERM_CTX_MAX: chains stay short */
@@ -58,8 +59,7 @@ struct cache {
 };
 
 struct tls_term {
-    struct ca *ca;
-    char *ca_pem;
+    struct ca_set *cas; /* the current CA, and the next one during a rotation */
     SSL_CTX *client;
     struct cache server_ctxs; /* one SSL_CTX per SNI leaf */
     struct cache sessions;    /* the newest upstream session per name */
@@ -157,7 +157,7 @@ static SSL_CTX *server_ctx_new(struct tls_term *t, const char *sni, time_t *not_
     struct tm tm;
     int r;
 
-    r = ca_issue_leaf(t->ca, names, 1, &cert, &key);
+    r = ca_issue_leaf(ca_set_signer(t->cas), names, 1, &cert, &key);
     if (r < 0) {
         log_error_errno(r, "cannot mint an egress certificate for '%s': %m", sni);
         return NULL;
@@ -433,26 +433,6 @@ static int client_ctx_new(struct tls_term *t, const char *upstream_ca_file, SSL_
     return 0;
 }
 
-static int ca_pem(X509 *cert, char **ret)
-{
-    BIO *bio = BIO_new(BIO_s_mem());
-    char *data, *s;
-    long n;
-
-    if (!bio || PEM_write_bio_X509(bio, cert) != 1) {
-        BIO_free(bio);
-        return -ENOMEM;
-    }
-    n = BIO_get_mem_data(bio, &data);
-    s = n > 0 ? strndup(data, (size_t)n) : NULL;
-    BIO_free(bio);
-    if (!s) {
-        return -ENOMEM;
-    }
-    *ret = s;
-    return 0;
-}
-
 int tls_term_new(const char *ca_dir, const char *upstream_ca_file, struct tls_term **ret)
 {
     struct tls_term *t;
@@ -465,13 +445,9 @@ int tls_term_new(const char *ca_dir, const char *upstream_ca_file, struct tls_te
     if (!t) {
         return -ENOMEM;
     }
-    r = ca_open(ca_dir, &t->ca);
+    r = ca_set_open(ca_dir, &t->cas);
     if (r < 0) {
         log_error_errno(r, "cannot open the egress CA in '%s': %m", ca_dir);
-        goto fail;
-    }
-    r = ca_pem(ca_cert(t->ca), &t->ca_pem);
-    if (r < 0) {
         goto fail;
     }
     t->server_ctxs.max = TLS_TERM_CTX_MAX;
@@ -489,7 +465,23 @@ fail:
 
 const char *tls_term_ca_pem(const struct tls_term *t)
 {
-    return t->ca_pem;
+    return ca_set_bundle(t->cas);
+}
+
+const struct ca_set *tls_term_ca_set(const struct tls_term *t)
+{
+    return t->cas;
+}
+
+int tls_term_ca_step(struct tls_term *t, enum ca_step step, char *err)
+{
+    int r = ca_set_step(t->cas, step, err);
+
+    if (r > 0) {
+        /* The signer may have changed: every cached leaf is minted again, by it. */
+        cache_clear(&t->server_ctxs);
+    }
+    return r;
 }
 
 size_t tls_term_ctx_cache_size(const struct tls_term *t)
@@ -505,8 +497,7 @@ struct tls_term *tls_term_free(struct tls_term *t)
     cache_clear(&t->server_ctxs);
     cache_clear(&t->sessions);
     SSL_CTX_free(t->client);
-    free(t->ca_pem);
-    ca_free(t->ca);
+    ca_set_free(t->cas);
     free(t);
     return NULL;
 }

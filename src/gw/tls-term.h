@@ -9,6 +9,9 @@
  * upstream, verifying the server's chain against the system store plus
  * --upstream-ca and its name against the same SNI.
  *
+ * During a rotation (ca-set.h) the leaves come from the CA the phase
+ * names, and the bundle guests are given holds both.
+ *
  * The egress CA lives in its own directory (space-gw --data-dir,
  * `<data>/gw` under `space up`), never the ingress CA's: the two keys
  * have different readers and different blast radii.
@@ -28,6 +31,8 @@
 
 #include <openssl/ssl.h>
 
+#include "gw/ca-set.h"
+
 #define TLS_TERM_CTX_MAX 1024      /* cached server contexts (one per SNI) */
 #define TLS_TERM_SESSIONS_MAX 1024 /* cached upstream sessions (one per SNI) */
 
@@ -44,9 +49,20 @@ struct tls_term;
 int tls_term_new(const char *ca_dir, const char *upstream_ca_file /* NULL ok */,
                  struct tls_term **ret);
 
-/* The egress CA certificate as PEM (NUL-terminated, borrowed, lives as long
- * as t): the gw-proto hello reply's caCert, the guest's caBundle. */
+/* The egress CA bundle as PEM (ca-set.h: the current certificate, and the
+ * next one during a rotation; NUL-terminated, borrowed until the next
+ * tls_term_ca_step()): the gw-proto caCert, the guest's caBundle. */
 const char *tls_term_ca_pem(const struct tls_term *t);
+
+/* The CA set (phase, fingerprints), borrowed. */
+const struct ca_set *tls_term_ca_set(const struct tls_term *t);
+
+/*
+ * A rotation step (ca_set_step(): 1 changed, 0 a repeat, negative errno
+ * with err set). A change flushes the cached server contexts, so the next
+ * handshake of every name gets a leaf of the signer the phase names.
+ */
+int tls_term_ca_step(struct tls_term *t, enum ca_step step, char *err);
 
 /*
  * Guest leg: a new server-side SSL (accept state set) whose certificate is

@@ -27,6 +27,16 @@ const char *death_reason_to_string(enum death_reason r)
     return "vmm_crashed";
 }
 
+int death_reason_from_string(const char *s)
+{
+    for (int r = DEATH_SHUTDOWN; r <= DEATH_VMM_CRASHED; r++) {
+        if (strcmp(s, death_reason_to_string((enum death_reason)r)) == 0) {
+            return r;
+        }
+    }
+    return -EINVAL;
+}
+
 int death_parse_oom_kills(const char *text, uint64_t *ret)
 {
     static const char key[] = "oom_kill ";
@@ -101,6 +111,23 @@ bool death_console_panic(const char *console, size_t len, char *msg, size_t n)
     return true;
 }
 
+bool death_console_halted(const char *console, size_t len)
+{
+    static const char *const keys[] = { "reboot: System halted", "reboot: Power down" };
+
+    while (len > 0 && (console[len - 1] == '\n' || console[len - 1] == '\r')) {
+        len--;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        size_t k = strlen(keys[i]);
+        if (len >= k && memcmp(console + len - k, keys[i], k) == 0 &&
+            (len == k || console[len - k - 1] == '\n' || console[len - k - 1] == ' ')) {
+            return true;
+        }
+    }
+    return false;
+}
+
 enum death_reason death_classify(const struct death_evidence *e, char *msg, size_t n)
 {
     char line[DEATH_MESSAGE_MAX];
@@ -114,6 +141,14 @@ enum death_reason death_classify(const struct death_evidence *e, char *msg, size
     if (death_console_panic(e->console, e->console_len, line, sizeof(line))) {
         snprintf(msg, n, "guest kernel panic: %s", line);
         return DEATH_PANIC;
+    }
+    /* Before the status: the node kills a halted guest's VMM itself (SIGKILL). A failing
+     * exit of the VMM still says more than the guest's last words. */
+    bool failed_exit =
+        e->status_known && WIFEXITED(e->wait_status) && WEXITSTATUS(e->wait_status) != 0;
+    if (!failed_exit && death_console_halted(e->console, e->console_len)) {
+        snprintf(msg, n, "the guest halted its CPUs (halt or poweroff in the guest)");
+        return DEATH_SHUTDOWN;
     }
     if (!e->status_known) {
         snprintf(msg, n, "the VMM exited (its exit status is unknown)");

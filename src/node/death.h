@@ -12,7 +12,12 @@
  *                panic=-1 reboot=k and QEMU's -no-reboot its reboot is QEMU's exit;
  *   vmm_crashed  killed by a signal, a non-zero exit, or an end nobody can explain
  *                (the status is unknown after a node restart: not our child);
- *   shutdown     QEMU exited 0 with no panic: the guest powered off or rebooted.
+ *   shutdown     QEMU exited 0 with no panic (the guest rebooted: -no-reboot makes that
+ *                QEMU's exit), or the console ends with the guest kernel's "reboot:
+ *                System halted" / "reboot: Power down": the guest halted or powered
+ *                off, which on microvm with acpi=off leaves QEMU alive with every vCPU
+ *                stopped for ever, so the node looks for it while the VMM lives and
+ *                kills the VMM itself.
  *
  * The order is the evidence's strength: an OOM kill is SIGKILL (it would read as a
  * crash), a panic is a clean QEMU exit (it would read as a shutdown). Everything here
@@ -30,6 +35,8 @@ enum death_reason {
 };
 
 const char *death_reason_to_string(enum death_reason r);
+/* The reason named s (death_reason_to_string()'s words), or -EINVAL. */
+int death_reason_from_string(const char *s);
 
 struct death_evidence {
     bool status_known; /* wait_status is the VMM's, from waitpid() */
@@ -61,6 +68,14 @@ int death_read_oom_kills(const char *name, uint64_t *ret);
  * (printable ASCII only, truncated to n-1); true when there was one.
  */
 bool death_console_panic(const char *console, size_t len, char *msg, size_t n);
+
+/*
+ * True when the last line of console[0..len) (trailing CR/LF ignored, any printk time
+ * prefix allowed) is the guest kernel's "reboot: System halted" or "reboot: Power
+ * down". Guest root can print it itself: that only ends its own sandbox, as a real
+ * halt would.
+ */
+bool death_console_halted(const char *console, size_t len);
 
 /* Classifies e (see above); msg gets a one-line explanation (n >= 1). */
 enum death_reason death_classify(const struct death_evidence *e, char *msg, size_t n);

@@ -469,7 +469,7 @@ int disk_snapshot_rollback(const struct vm_host *host, const struct vm *vm, cons
     if (r < 0) {
         goto fail;
     }
-    r = netslot_create(rec.iid); /* kept; idempotent */
+    r = netslot_create(rec.iid, rec.net_bps); /* kept; idempotent */
     if (r < 0) {
         step = "create network";
         goto fail;

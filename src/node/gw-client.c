@@ -40,7 +40,9 @@ struct gw_request {
     char *text;
     int fds[2];
     int n_fds;
-    usec_t sent_at; /* monotonic, once sent */
+    usec_t sent_at;     /* monotonic, once sent */
+    gw_client_ca_fn cb; /* ca-rotate: told of the reply, or of the session's end */
+    void *cb_data;
 };
 
 /* A FIFO of requests in a fixed array (GW_CLIENT_QUEUE_MAX). */
@@ -61,12 +63,16 @@ struct gw_client {
     struct event *ev_read, *ev_write, *retry, *watchdog;
     struct gw_fifo out, sent;
     char *ca_pem;
-    char *buf;  /* one datagram, GW_PROTO_MSG_MAX + 1 */
-    bool quiet; /* the failure was logged: retries say nothing until it works again */
+    struct gw_client_ca ca; /* phase and fingerprints of the last hello / ca-rotate reply */
+    char *buf;              /* one datagram, GW_PROTO_MSG_MAX + 1 */
+    bool quiet;             /* the failure was logged: retries say nothing until it works again */
 };
 
 static void request_release(struct gw_request *q)
 {
+    if (q->cb) {
+        q->cb(q->cb_data, -ECONNRESET, "the space-gw session ended before it answered");
+    }
     free(q->text);
     for (int i = 0; i < q->n_fds; i++) {
         close_safe(q->fds[i]);
@@ -186,10 +192,12 @@ static int flush(struct gw_client *gw)
     return 0;
 }
 
-static int enqueue(struct gw_client *gw, enum gw_msg_type type, const char *iid, char *text,
-                   const int *fds, int n_fds)
+static int enqueue_cb(struct gw_client *gw, enum gw_msg_type type, const char *iid, char *text,
+                      const int *fds, int n_fds, gw_client_ca_fn cb, void *cb_data)
 {
-    struct gw_request q = { .type = type, .text = text, .fds = { -EBADF, -EBADF } };
+    struct gw_request q = {
+        .type = type, .text = text, .fds = { -EBADF, -EBADF }, .cb = cb, .cb_data = cb_data
+    };
     int r;
 
     if (!text) {
@@ -199,7 +207,7 @@ static int enqueue(struct gw_client *gw, enum gw_msg_type type, const char *iid,
         free(text);
         session_reset(gw, "it fell too far behind (queue full): starting a new session to "
                           "resynchronise");
-        return 0;
+        return cb ? -ECONNRESET : 0;
     }
     if (iid) {
         snprintf(q.instance, sizeof(q.instance), "%s", iid);
@@ -219,6 +227,12 @@ static int enqueue(struct gw_client *gw, enum gw_msg_type type, const char *iid,
     return 0;
 }
 
+static int enqueue(struct gw_client *gw, enum gw_msg_type type, const char *iid, char *text,
+                   const int *fds, int n_fds)
+{
+    return enqueue_cb(gw, type, iid, text, fds, n_fds, NULL, NULL);
+}
+
 /* A reply: it must answer the oldest request sent. */
 static int handle_reply(struct gw_client *gw, struct gw_msg *m)
 {
@@ -228,19 +242,32 @@ static int handle_reply(struct gw_client *gw, struct gw_msg *m)
         return -EPROTO;
     }
     fifo_pop(&gw->sent, &done);
+    if (m->ok && m->ca_cert) {
+        free(gw->ca_pem);
+        gw->ca_pem = TAKE_PTR(m->ca_cert);
+        snprintf(gw->ca.phase, sizeof(gw->ca.phase), "%s", m->ca_phase);
+        memcpy(gw->ca.current, m->ca_current, sizeof(gw->ca.current));
+        memcpy(gw->ca.next, m->ca_next, sizeof(gw->ca.next));
+    }
+    if (done.cb) {
+        gw_client_ca_fn cb = TAKE_PTR(done.cb);
+        cb(done.cb_data, m->ok ? 0 : -EBUSY, m->ok ? NULL : m->error);
+    }
     request_release(&done);
     if (!m->ok) {
         if (m->type == GW_MSG_HELLO) {
             log_warning("space-gw refused hello: %s", m->error);
             return -EPROTO;
         }
-        log_warning("space-gw refused %s of instance %s: %s", gw_msg_type_to_string(m->type),
-                    m->instance, m->error);
+        log_warning("space-gw refused %s%s%s: %s", gw_msg_type_to_string(m->type),
+                    m->instance[0] ? " of instance " : "", m->instance, m->error);
         return 0;
     }
+    if (m->type == GW_MSG_CA_ROTATE) {
+        log_info("space-gw egress CA: %s (current %.16s, next %.16s)", gw->ca.phase, gw->ca.current,
+                 gw->ca.next[0] ? gw->ca.next : "-");
+    }
     if (m->type == GW_MSG_HELLO) {
-        free(gw->ca_pem);
-        gw->ca_pem = TAKE_PTR(m->ca_cert);
         gw->state = GW_READY;
         gw->quiet = false;
         log_info("connected to space-gw at '%s'", gw->path);
@@ -462,6 +489,26 @@ bool gw_client_ready(const struct gw_client *gw)
 const char *gw_client_ca_pem(const struct gw_client *gw)
 {
     return gw ? gw->ca_pem : NULL;
+}
+
+const struct gw_client_ca *gw_client_ca(const struct gw_client *gw)
+{
+    return gw && gw->ca_pem ? &gw->ca : NULL;
+}
+
+int gw_client_ca_rotate(struct gw_client *gw, const char *step, gw_client_ca_fn cb, void *userdata)
+{
+    char *text = gw_msg_ca_rotate(step);
+
+    if (!text || !cb) {
+        free(text);
+        return -EINVAL;
+    }
+    if (!gw_client_ready(gw)) {
+        free(text);
+        return -ENOTCONN;
+    }
+    return enqueue_cb(gw, GW_MSG_CA_ROTATE, NULL, text, NULL, 0, cb, userdata);
 }
 
 int gw_client_attach(struct gw_client *gw, const char *iid, const char *sandbox_id,

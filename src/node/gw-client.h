@@ -42,8 +42,32 @@ struct gw_client *gw_client_free(struct gw_client *gw);
 
 /* hello answered: requests are sent. Before that they are not needed (resync follows). */
 bool gw_client_ready(const struct gw_client *gw);
-/* The egress CA's PEM from the last hello reply, or NULL. */
+/* The egress CA bundle's PEM from the last hello or ca-rotate reply, or NULL. */
 const char *gw_client_ca_pem(const struct gw_client *gw);
+
+/* The egress CA's rotation state as space-gw last reported it (src/gw/ca-set.h). */
+struct gw_client_ca {
+    char phase[16];       /* "stable" | "staged" | "switched" */
+    char current[64 + 1]; /* sha256 hex of the current CA ("" from an older gateway) */
+    char next[64 + 1];    /* the next CA's, "" when none */
+};
+/* NULL until a hello was answered. */
+const struct gw_client_ca *gw_client_ca(const struct gw_client *gw);
+
+/*
+ * The outcome of a ca-rotate: r 0 (gw_client_ca_pem() and gw_client_ca() are
+ * the new state already), -EBUSY when space-gw refused it (error says why:
+ * a step out of order, or the files could not be written), -ECONNRESET when
+ * the session ended first. Called once, from the loop.
+ */
+typedef void (*gw_client_ca_fn)(void *userdata, int r, const char *error);
+
+/*
+ * Sends {"type":"ca-rotate","step":step}. 0 queued (cb follows), -EINVAL
+ * for a step other than stage/switch/finish, -ENOTCONN when no session is
+ * ready (cb is not called).
+ */
+int gw_client_ca_rotate(struct gw_client *gw, const char *step, gw_client_ca_fn cb, void *userdata);
 
 /*
  * Queue requests; each returns 0 when queued or when no session is ready

@@ -11,7 +11,7 @@
 
 static const char *const type_names[_GW_MSG_TYPE_MAX] = {
     [GW_MSG_HELLO] = "hello",   [GW_MSG_ATTACH] = "attach", [GW_MSG_POLICY] = "policy",
-    [GW_MSG_DETACH] = "detach", [GW_MSG_AUDIT] = "audit",
+    [GW_MSG_DETACH] = "detach", [GW_MSG_AUDIT] = "audit",   [GW_MSG_CA_ROTATE] = "ca-rotate",
 };
 
 const char *gw_msg_type_to_string(enum gw_msg_type t)
@@ -85,6 +85,15 @@ char *gw_msg_detach(const char *iid)
         return NULL;
     }
     return dump(json_pack("{s:s, s:s}", "type", "detach", "instance", iid));
+}
+
+char *gw_msg_ca_rotate(const char *step)
+{
+    if (!step || (strcmp(step, "stage") != 0 && strcmp(step, "switch") != 0 &&
+                  strcmp(step, "finish") != 0)) {
+        return NULL;
+    }
+    return dump(json_pack("{s:s, s:s}", "type", "ca-rotate", "step", step));
 }
 
 void gw_msg_release(struct gw_msg *m)
@@ -209,39 +218,109 @@ json_t *gw_msg_clean_record(const json_t *rec)
 /* ---- replies ---- */
 
 /*
- * One PEM certificate and nothing else: the markers, base64 lines between
- * them, optional trailing newline. Its DER is not parsed here, in the root
- * process: the guest's agent, which installs it, does that.
+ * One to GW_MSG_CA_CERTS_MAX PEM certificates and nothing else: the
+ * markers, base64 lines between them, newlines around them. Their DER is
+ * not parsed here, in the root process: the guest's agent, which installs
+ * them, does that.
  */
 static bool pem_ok(const char *s, size_t len)
 {
     static const char begin[] = "-----BEGIN CERTIFICATE-----", end[] = "-----END CERTIFICATE-----";
-    const char *p = s + strlen(begin), *e;
-    size_t body = 0;
+    const char *p = s;
+    size_t n = 0;
 
-    if (len > GW_MSG_CA_MAX || strncmp(s, begin, strlen(begin)) != 0) {
+    if (len > GW_MSG_CA_MAX) {
         return false;
     }
-    e = strstr(p, end);
-    if (!e) {
+    for (;;) {
+        const char *e;
+        size_t body = 0;
+
+        if (strncmp(p, begin, strlen(begin)) != 0 || ++n > GW_MSG_CA_CERTS_MAX) {
+            return false;
+        }
+        p += strlen(begin);
+        e = strstr(p, end);
+        if (!e) {
+            return false;
+        }
+        for (; p < e; p++) {
+            if (*p == '\n' || *p == '\r') {
+                continue;
+            }
+            if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+                  (*p >= '0' && *p <= '9') || *p == '+' || *p == '/' || *p == '=')) {
+                return false;
+            }
+            body++;
+        }
+        if (body == 0) {
+            return false;
+        }
+        for (p = e + strlen(end); *p == '\n' || *p == '\r'; p++) {
+        }
+        if (!*p) {
+            return true;
+        }
+    }
+}
+
+static int fail(const char **why, const char *reason)
+{
+    if (why) {
+        *why = reason;
+    }
+    return -EBADMSG;
+}
+
+static bool fingerprint_ok(const char *s)
+{
+    if (strlen(s) != GW_MSG_FP_LEN) {
         return false;
     }
-    for (; p < e; p++) {
-        if (*p == '\n' || *p == '\r') {
-            continue;
-        }
-        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-              *p == '+' || *p == '/' || *p == '=')) {
-            return false;
-        }
-        body++;
-    }
-    for (p = e + strlen(end); *p; p++) {
-        if (*p != '\n' && *p != '\r') {
+    for (; *s; s++) {
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'))) {
             return false;
         }
     }
-    return body > 0;
+    return true;
+}
+
+/* caCert (required), caPhase, caCurrent, caNext (a gateway before rotation sent none). */
+static int parse_ca(json_t *j, struct gw_msg *m, const char **why)
+{
+    json_t *ca = json_object_get(j, "caCert"), *phase = json_object_get(j, "caPhase");
+    json_t *cur = json_object_get(j, "caCurrent"), *next = json_object_get(j, "caNext");
+
+    if (!json_is_string(ca) || !pem_ok(json_string_value(ca), json_string_length(ca))) {
+        return fail(why, "reply without a PEM caCert");
+    }
+    snprintf(m->ca_phase, sizeof(m->ca_phase), "stable");
+    if (phase) {
+        const char *p = json_string_value(phase);
+        if (!p ||
+            (strcmp(p, "stable") != 0 && strcmp(p, "staged") != 0 && strcmp(p, "switched") != 0)) {
+            return fail(why, "reply with an invalid caPhase");
+        }
+        snprintf(m->ca_phase, sizeof(m->ca_phase), "%s", p);
+    }
+    if (cur) {
+        if (!json_is_string(cur) || !fingerprint_ok(json_string_value(cur))) {
+            return fail(why, "reply with an invalid caCurrent");
+        }
+        memcpy(m->ca_current, json_string_value(cur), GW_MSG_FP_LEN + 1);
+    }
+    if (next) {
+        if (!json_is_string(next) || !fingerprint_ok(json_string_value(next))) {
+            return fail(why, "reply with an invalid caNext");
+        }
+        memcpy(m->ca_next, json_string_value(next), GW_MSG_FP_LEN + 1);
+    }
+    if ((strcmp(m->ca_phase, "stable") == 0) != !m->ca_next[0]) {
+        return fail(why, "reply whose caNext does not match its caPhase");
+    }
+    m->ca_cert = strdup(json_string_value(ca));
+    return m->ca_cert ? 0 : -ENOMEM;
 }
 
 /* The error text for the log: printable ASCII only, truncated. */
@@ -253,14 +332,6 @@ static void copy_error(char *dst, const char *src)
         dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
     }
     dst[i] = '\0';
-}
-
-static int fail(const char **why, const char *reason)
-{
-    if (why) {
-        *why = reason;
-    }
-    return -EBADMSG;
 }
 
 static int parse_audit(json_t *j, struct gw_msg *m, const char **why)
@@ -302,7 +373,7 @@ static int parse_reply(json_t *j, struct gw_msg *m, const char **why)
             return fail(why, "reply with an invalid instance");
         }
         memcpy(m->instance, json_string_value(inst), INSTANCE_ID_LEN + 1);
-    } else if (m->type != GW_MSG_HELLO) {
+    } else if (m->type != GW_MSG_HELLO && m->type != GW_MSG_CA_ROTATE) {
         return fail(why, "reply without its instance");
     }
     if (!m->ok) {
@@ -313,15 +384,8 @@ static int parse_reply(json_t *j, struct gw_msg *m, const char **why)
         copy_error(m->error, e ? json_string_value(e) : "no reason given");
         return 0;
     }
-    if (m->type == GW_MSG_HELLO) {
-        json_t *ca = json_object_get(j, "caCert");
-        if (!json_is_string(ca) || !pem_ok(json_string_value(ca), json_string_length(ca))) {
-            return fail(why, "hello reply without a PEM caCert");
-        }
-        m->ca_cert = strdup(json_string_value(ca));
-        if (!m->ca_cert) {
-            return -ENOMEM;
-        }
+    if (m->type == GW_MSG_HELLO || m->type == GW_MSG_CA_ROTATE) {
+        return parse_ca(j, m, why);
     }
     return 0;
 }

@@ -21,7 +21,9 @@
 
 #define GW_MSG_FIELD_MAX 1024 /* longest string kept in an audit record */
 #define GW_MSG_ERROR_MAX 256  /* of an error reply's text, as logged */
-#define GW_MSG_CA_MAX 32768   /* of the egress CA's PEM */
+#define GW_MSG_CA_MAX 32768   /* of the egress CA bundle's PEM */
+#define GW_MSG_CA_CERTS_MAX 4 /* certificates in it (current + next during a rotation) */
+#define GW_MSG_FP_LEN 64      /* a CA fingerprint: sha256, lowercase hex */
 
 /* Requests (node -> gw) as compact JSON text, caller frees; NULL on invalid input or OOM.
  * policy_json: the native policy (instance_record.network); NULL = {} (deny everything). */
@@ -29,6 +31,8 @@ char *gw_msg_hello(const char *node);
 char *gw_msg_attach(const char *iid, const char *sandbox_id, const char *policy_json);
 char *gw_msg_policy(const char *iid, const char *policy_json);
 char *gw_msg_detach(const char *iid);
+/* step: "stage", "switch" or "finish" (anything else: NULL). */
+char *gw_msg_ca_rotate(const char *step);
 
 enum gw_msg_type {
     GW_MSG_HELLO,
@@ -36,6 +40,7 @@ enum gw_msg_type {
     GW_MSG_POLICY,
     GW_MSG_DETACH,
     GW_MSG_AUDIT,
+    GW_MSG_CA_ROTATE,
     _GW_MSG_TYPE_MAX,
 };
 const char *gw_msg_type_to_string(enum gw_msg_type t);
@@ -47,7 +52,11 @@ struct gw_msg {
     bool ok;
     char instance[INSTANCE_ID_LEN + 1]; /* "" when the reply names none */
     char error[GW_MSG_ERROR_MAX];       /* ok == false: printable ASCII, truncated */
-    char *ca_cert;                      /* hello, ok: the egress CA (PEM) */
+    /* hello and ca-rotate, ok: the egress CA (src/gw/ca-set.h) */
+    char *ca_cert;                      /* the bundle (PEM, 1..GW_MSG_CA_CERTS_MAX) */
+    char ca_phase[16];                  /* "stable" | "staged" | "switched" */
+    char ca_current[GW_MSG_FP_LEN + 1]; /* "" when the gateway did not say */
+    char ca_next[GW_MSG_FP_LEN + 1];    /* "" when none */
     /* Audit. */
     json_t *records;    /* array of cleaned records, oldest first */
     size_t bad_records; /* records refused by gw_msg_clean_record() */

@@ -3,14 +3,18 @@
  * (space-api) takes these routes over; they keep their shape then.
  *
  *   GET    /health                        node status, accelerator
- *   GET    /v1/templates                  built templates
+ *   GET    /v1/templates                  built templates, each with its default size (vcpus,
+ *                                         memory_mb) and its snapshots per size
  *   POST   /v1/templates/{name}/build     build (or confirm cached) from the recipe -> template
- *   POST   /v1/sandboxes                  {template, vcpus, memory_mb, id?, init?, snapshot?,
- *                                         pool?} -> 201 sandbox (200 when `id` already runs
+ *   POST   /v1/sandboxes                  {template, vcpus?, memory_mb?, id?, init?, snapshot?,
+ *                                         pool?} -> 201 sandbox (a size not given: the
+ *                                         template's, template-size.h) (200 when `id` already runs
  *                                         here: idempotent; snapshot: false forces a cold
  *                                         boot, pool: false a restore past the warm pool;
  *                                         from_snapshot: ID a branch of a full sandbox
- *                                         snapshot, its template and size the snapshot's)
+ *                                         snapshot, its template and size the snapshot's;
+ *                                         net_bps: its network rate each way, bytes/s, at
+ *                                         most --net-bps, netrate.h)
  *   GET    /v1/instances                  {instances: [...]}: every VM, bound to a sandbox or not
  *   GET    /v1/pools                      warm-pool levels per template and size (pool.h)
  *   GET    /v1/capacity                   budgets, committed, free (capacity.h)
@@ -23,6 +27,10 @@
  *   POST   /v1/sandboxes/{id}/pause       QMP stop; recorded paused -> 200 sandbox (409 wrong
  * state) POST   /v1/sandboxes/{id}/resume      QMP cont, guest clock re-synced -> 200 sandbox GET
  * /v1/egress-audit?after=SEQ&limit=N   {epoch, records, next} (egress-audit.h)
+ *   GET    /v1/egress-ca                  {phase, current, next, bundle, sandboxes,
+ *                                          with_bundle, not_running} (src/gw/ca-set.h)
+ *   POST   /v1/egress-ca/rotate           {step: stage|switch|finish} -> the same (409 out of
+ *                                          order, or switch before every sandbox has the bundle)
  *
  * Create takes `network` (the native egress policy, src/gw/policy.h; absent
  * = deny everything), kept in instance.json and handed to space-gw; when the
@@ -58,10 +66,12 @@
 #include "gw/policy.h"
 #include "node/capacity.h"
 #include "node/manager.h"
+#include "node/netrate.h"
 #include "node/pool.h"
 #include "node/disk-snapshot.h"
 #include "node/snapshot-routes.h"
 #include "node/snapshot.h"
+#include "node/template-size.h"
 #include "shared/gw-proto.h"
 #include "shared/http-util.h"
 #include "shared/sandbox-id.h"
@@ -70,9 +80,9 @@
 #define HTTP_MAX_BODY (1u << 20)
 /* Canonical policy text: what fits in one attach message with room for its envelope. */
 #define HTTP_MAX_POLICY (GW_PROTO_MSG_MAX - 1024)
-#define MAX_VCPUS 16
-#define MAX_MEMORY_MIB (64u * 1024)
-#define MIN_MEMORY_MIB 128
+#define MAX_VCPUS TEMPLATE_SIZE_MAX_VCPUS
+#define MAX_MEMORY_MIB TEMPLATE_SIZE_MAX_MEMORY_MIB
+#define MIN_MEMORY_MIB TEMPLATE_SIZE_MIN_MEMORY_MIB
 
 static json_t *vm_to_json(const struct vm *vm)
 {
@@ -94,6 +104,9 @@ static json_t *vm_to_json(const struct vm *vm)
     if (j && vm->rt) {
         json_object_set_new(j, "pid", json_integer(runtime_pid(vm->rt)));
     }
+    if (j && rec->net_bps > 0) {
+        json_object_set_new(j, "net_bps", json_integer((json_int_t)rec->net_bps));
+    }
     if (j && rec->network) {
         json_error_t jerr;
         json_object_set_new(j, "network", json_loads(rec->network, 0, &jerr));
@@ -101,8 +114,8 @@ static json_t *vm_to_json(const struct vm *vm)
     return j;
 }
 
-/* A sandbox whose VMM ended on its own (manager.h), freed already. */
-static json_t *failure_to_json(const struct manager_failure *f)
+/* A sandbox whose VMM ended on its own (failed-list.h), freed already. */
+static json_t *failure_to_json(const struct failure *f)
 {
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", f->sandbox_id, "instance_id", f->iid,
                      "state", "failed", "reason", death_reason_to_string(f->reason), "message",
@@ -168,17 +181,28 @@ static void handle_templates(struct manager *m, struct evhttp_request *req)
             continue;
         }
         json_t *t = json_loads(text, 0, &err);
+        struct template_size size;
+        const char *why = NULL;
+        bool sized = template_size_parse(text, &size, &why) >= 0;
         free(text);
-        if (t) {
+        if (t && !sized) {
+            log_warning("template '%s' is not listed: %s", de->d_name, why);
+        }
+        if (t && sized) {
             /* Listing a template also starts its snapshot (default size) when it has none
-             * yet: snapshot.h; "snapshot" says where that is. */
-            snapshot_prepare(&m->host, de->d_name, m->default_vcpus, m->default_memory_mib);
-            pool_want(m->warm, de->d_name, m->default_vcpus, m->default_memory_mib);
+             * yet: snapshot.h; "snapshot" says where that is, "snapshots" every size's. */
+            snapshot_prepare(&m->host, de->d_name, size.vcpus, size.memory_mib);
+            pool_want(m->warm, de->d_name, size.vcpus, size.memory_mib);
             json_object_set_new(t, "name", json_string(de->d_name));
+            json_object_set_new(t, "vcpus", json_integer(size.vcpus));
+            json_object_set_new(t, "memory_mb", json_integer(size.memory_mib));
             json_object_set_new(
                 t, "snapshot",
-                json_string(snapshot_status(de->d_name, m->default_vcpus, m->default_memory_mib)));
+                json_string(snapshot_status(de->d_name, size.vcpus, size.memory_mib)));
+            json_object_set_new(t, "snapshots", snapshot_sizes_to_json(de->d_name));
             json_array_append_new(list, t);
+        } else {
+            json_decref(t);
         }
     }
     if (d) {
@@ -316,8 +340,11 @@ static void create_done(void *p)
         vm->rec.pid_start_time = j->res.pid_start_time;
         vm_set_state(vm, VM_RUNNING);
         manager_egress_attach(m, vm);
-        log_sandbox_info(vm_sandbox_id(vm), "created instance %s from template '%s' in %.1f ms",
-                         vm->rec.iid, vm->rec.template_name, vm->timing.total / 1000.0);
+        log_sandbox_info(vm_sandbox_id(vm),
+                         "created instance %s from template '%s' in %.1f ms, network shaped to "
+                         "%llu B/s each way (0: unshaped)",
+                         vm->rec.iid, vm->rec.template_name, vm->timing.total / 1000.0,
+                         (unsigned long long)vm->rec.net_bps);
         http_util_reply_json(j->req, 201, vm_to_json(vm));
     }
     free(j->res.error);
@@ -403,7 +430,9 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     char *network = NULL;
     const char *template_name = "base";
     char branch_template[64];
-    unsigned vcpus = m->default_vcpus, memory = m->default_memory_mib;
+    unsigned vcpus = 0, memory = 0; /* 0: the template's (template-size.h) */
+    struct template_size tsize = { 0 };
+    const char *why_size = NULL;
     const char *id = NULL;
     char fresh_id[SANDBOX_ID_LEN + 1];
     struct vm *existing;
@@ -484,6 +513,26 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         memory = (unsigned)mm;
         json_decref(meta);
     }
+    /* "net_bps": this sandbox's network rate each way (netrate.h), at most the node's. */
+    uint64_t net_bps = m->host.net_bps;
+    json_t *jbps = json_object_get(body, "net_bps");
+    if (jbps && m->host.net_bps == 0) {
+        http_util_reply_error(req, 400,
+                              "'net_bps' cannot be set: this node does not shape "
+                              "sandbox networks (--net-bps 0)");
+        goto out;
+    }
+    if (jbps && (!json_is_integer(jbps) || json_integer_value(jbps) < (json_int_t)NETRATE_MIN_BPS ||
+                 (uint64_t)json_integer_value(jbps) > m->host.net_bps)) {
+        http_util_reply_error(req, 400,
+                              "'net_bps' must be an integer between %llu and %llu (this node's "
+                              "--net-bps) bytes/s",
+                              NETRATE_MIN_BPS, (unsigned long long)m->host.net_bps);
+        goto out;
+    }
+    if (jbps) {
+        net_bps = (uint64_t)json_integer_value(jbps);
+    }
     json_t *net = json_object_get(body, "network");
     if (net && !json_is_object(net)) {
         http_util_reply_error(req, 400, "'network' must be an object (a native egress policy)");
@@ -506,8 +555,17 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         http_util_reply_error(req, 404, "template '%s' not found", template_name);
         goto out;
     }
+    /* A create without a size gets the template's; the pool holds that size only. */
+    r = template_size_load(tdir, &tsize, &why_size);
+    if (r < 0) {
+        http_util_reply_error(req, 500, "template '%s': %s", template_name, why_size);
+        goto out;
+    }
+    vcpus = vcpus ? vcpus : tsize.vcpus;
+    memory = memory ? memory : tsize.memory_mib;
+    bool default_size = vcpus == tsize.vcpus && memory == tsize.memory_mib;
     /* Create sources in order (CONTRACTS): a warm-pool member, else restore, else boot. */
-    bool skip_pool = json_is_false(snap) || json_is_false(use_pool) || from;
+    bool skip_pool = json_is_false(snap) || json_is_false(use_pool) || from || !default_size;
     struct vm *member = skip_pool ? NULL : pool_take(m->warm, template_name, vcpus, memory);
     if (!member) {
         pool_make_room(m->warm, vcpus, memory);
@@ -552,6 +610,7 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     }
     if (r >= 0) {
         vm->rec.network = TAKE_PTR(network);
+        vm->rec.net_bps = net_bps;
     }
     if (r >= 0 && !vm->rt) {
         r = manager_add(m, vm);
@@ -692,6 +751,15 @@ struct verb_job {
     int r;
     char *error;
     struct vm_restore_result restored;
+    /* resume, restore: the egress CA bundle its agent lacks, sent before the reply */
+    char *ca_body;
+    char ca_fp[VM_CA_FINGERPRINT_LEN + 1];
+    char ca_given[VM_CA_FINGERPRINT_LEN + 1]; /* what the agent had before it slept */
+    char ca_boot[VM_CA_FINGERPRINT_LEN + 1];  /* restore: what a boot's replayed /init gives */
+    char ca_had[VM_CA_FINGERPRINT_LEN + 1];   /* worker: what it has now (one of the two) */
+    bool ca_sent;
+    int ca_r;
+    char *ca_error;
 };
 
 static void verb_work(void *p)
@@ -712,6 +780,50 @@ static void verb_work(void *p)
         j->error = TAKE_PTR(j->restored.error);
         break;
     }
+    /* A rotation went on while it slept: the guest trusts the bundle before it is answered
+     * (the first leaf it may see after a switch is the new CA's). */
+    if (j->r >= 0 && j->ca_body) {
+        struct vm copy = *j->vm; /* a restore's runtime is not the loop's yet */
+        /* A restore that booted replayed the create's /init (its bundle); one from memory
+         * kept what the agent had, like a resume. */
+        bool booted = j->verb == VERB_RESTORE && j->restored.booted;
+        memcpy(j->ca_had, booted ? j->ca_boot : j->ca_given, sizeof(j->ca_had));
+        if (j->verb == VERB_RESTORE) {
+            copy.rt = j->restored.rt;
+        }
+        if (strcmp(j->ca_had, j->ca_fp) != 0) {
+            j->ca_sent = true;
+            j->ca_r = vm_send_init(&copy, j->ca_body, &j->ca_error);
+        }
+    }
+}
+
+/* Loop: what resume/restore learnt about the agent's CA bundle (verb_work). */
+static void verb_ca_done(struct manager *m, struct verb_job *j)
+{
+    struct vm *vm = j->vm;
+
+    if (!j->ca_body) {
+        return;
+    }
+    if (!j->ca_sent) {
+        memcpy(vm->rec.ca_given, j->ca_had, sizeof(vm->rec.ca_given));
+        return; /* it has the bundle */
+    }
+    if (j->ca_r < 0) {
+        log_sandbox_warning(vm_sandbox_id(vm),
+                            "cannot send the egress CA %s to instance %s's agent after its %s "
+                            "(the tick retries): %s",
+                            j->ca_fp, vm->rec.iid, verbs[j->verb].name,
+                            j->ca_error ? j->ca_error : strerror(-j->ca_r));
+    }
+    if (j->ca_r >= 0) {
+        log_sandbox_info(vm_sandbox_id(vm),
+                         "sent the egress CA %s to instance %s's agent with its %s", j->ca_fp,
+                         vm->rec.iid, verbs[j->verb].name);
+    }
+    memcpy(vm->rec.ca_given, j->ca_r >= 0 ? j->ca_fp : j->ca_had, sizeof(vm->rec.ca_given));
+    (void)vm_save_record(&m->host, &vm->rec);
 }
 
 static void verb_done(void *p)
@@ -743,6 +855,7 @@ static void verb_done(void *p)
         vm->rec.pid = j->restored.pid;
         vm->rec.pid_start_time = j->restored.pid_start_time;
     }
+    verb_ca_done(m, j);
     vm_set_state(vm, verbs[j->verb].done);
     if (j->verb == VERB_RESTORE) {
         manager_egress_attach(m, vm);
@@ -765,6 +878,8 @@ static void verb_done(void *p)
     http_util_reply_json(j->req, 200, res);
 out:
     free(j->error);
+    free(j->ca_body);
+    free(j->ca_error);
     free(j);
     manager_job_finished(m);
 }
@@ -827,8 +942,22 @@ static void handle_verb(struct manager *m, struct evhttp_request *req, struct vm
     *j = (struct verb_job){
         .m = m, .req = req, .vm = vm, .verb = verb, .memory = memory, .started = now_monotonic()
     };
+    const char *ca = gw_client_ca_pem(m->gw);
+    if (ca && instance_is_bound(&vm->rec) && (verb == VERB_RESUME || verb == VERB_RESTORE)) {
+        /* A restore that boots replays the create's /init, its bundle included (vm.h). */
+        memcpy(j->ca_given, vm_ca_given(vm), sizeof(j->ca_given));
+        memcpy(j->ca_boot, j->ca_given, sizeof(j->ca_boot));
+        if (verb == VERB_RESTORE) {
+            vm_ca_after_restore(vm, j->ca_boot);
+        }
+        vm_ca_fingerprint(ca, j->ca_fp);
+        if (strcmp(j->ca_given, j->ca_fp) != 0 || strcmp(j->ca_boot, j->ca_fp) != 0) {
+            j->ca_body = manager_ca_init_body(vm, ca); /* NULL: the tick sends it later */
+        }
+    }
     r = manager_run_job(m, verb_work, verb_done, j);
     if (r < 0) {
+        free(j->ca_body);
         free(j);
         http_api_reply_no_worker(req, r);
         return;
@@ -929,6 +1058,127 @@ static void handle_egress_audit(struct manager *m, struct evhttp_request *req)
     }
 out:
     evhttp_clear_headers(&params);
+}
+
+/* ---- GET /v1/egress-ca, POST /v1/egress-ca/rotate ---- */
+
+/*
+ * The egress CA's rotation (src/gw/ca-set.h), for the api to drive on every node: the
+ * state as space-gw last reported it, and how far its bundle got into the sandboxes. A
+ * switch is refused (409) while a running sandbox has not acknowledged the bundle: its
+ * guest would see leaves from a CA it does not trust yet.
+ */
+static json_t *egress_ca_json(struct manager *m)
+{
+    const struct gw_client_ca *ca = gw_client_ca(m->gw);
+    char fp[VM_CA_FINGERPRINT_LEN + 1];
+    unsigned running, with, paused;
+
+    manager_egress_ca_counts(m, &running, &with, &paused);
+    vm_ca_fingerprint(gw_client_ca_pem(m->gw), fp);
+    return json_pack("{s:s, s:s?, s:s?, s:s, s:i, s:i, s:i}", "phase", ca->phase, "current",
+                     ca->current[0] ? ca->current : NULL, "next", ca->next[0] ? ca->next : NULL,
+                     "bundle", fp, "sandboxes", (int)running, "with_bundle", (int)with,
+                     "not_running", (int)paused);
+}
+
+/* 503 unless space-gw's session is up and has told us its CA. */
+static bool egress_ca_available(struct manager *m, struct evhttp_request *req)
+{
+    if (!m->gw) {
+        http_util_reply_error(req, 404, "this node has no egress gateway (--no-gw)");
+        return false;
+    }
+    if (!gw_client_ready(m->gw) || !gw_client_ca(m->gw)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        http_util_reply_error(req, 503, "space-gw is not connected");
+        return false;
+    }
+    return true;
+}
+
+static void handle_egress_ca(struct manager *m, struct evhttp_request *req)
+{
+    if (egress_ca_available(m, req)) {
+        http_util_reply_json(req, 200, egress_ca_json(m));
+    }
+}
+
+struct ca_rotate_job {
+    struct manager *m;
+    struct evhttp_request *req;
+};
+
+static void ca_rotate_done(void *userdata, int r, const char *error)
+{
+    struct ca_rotate_job *j = userdata;
+    struct manager *m = j->m;
+
+    if (r == -EBUSY) {
+        http_util_reply_error(j->req, 409, "%s", error ? error : "space-gw refused the step");
+    } else if (r < 0) {
+        evhttp_add_header(evhttp_request_get_output_headers(j->req), "Retry-After", "1");
+        http_util_reply_error(j->req, 503, "%s", error ? error : "space-gw did not answer");
+    } else {
+        manager_kick_ca(m); /* a new bundle: on its way to every running agent now */
+        http_util_reply_json(j->req, 200, egress_ca_json(m));
+    }
+    free(j);
+}
+
+static void handle_egress_ca_rotate(struct manager *m, struct evhttp_request *req)
+{
+    const char *step = NULL;
+    struct ca_rotate_job *j;
+    json_t *body;
+    int r;
+
+    if (!egress_ca_available(m, req)) {
+        return;
+    }
+    body = http_util_body_json(req);
+    if (!body) {
+        return;
+    }
+    if (!json_is_object(body) || json_object_size(body) != 1 ||
+        !json_is_string(json_object_get(body, "step"))) {
+        http_util_reply_error(req, 400,
+                              "the body must be {\"step\": \"stage\"|\"switch\"|\"finish\"}");
+        json_decref(body);
+        return;
+    }
+    step = json_string_value(json_object_get(body, "step"));
+    if (strcmp(step, "stage") != 0 && strcmp(step, "switch") != 0 && strcmp(step, "finish") != 0) {
+        http_util_reply_error(req, 400, "unknown step '%.32s' (stage, switch or finish)", step);
+        json_decref(body);
+        return;
+    }
+    if (strcmp(step, "switch") == 0 && strcmp(gw_client_ca(m->gw)->phase, "staged") == 0) {
+        unsigned running, with, paused;
+        manager_egress_ca_counts(m, &running, &with, &paused);
+        if (with < running) {
+            http_util_reply_error(req, 409,
+                                  "%u of %u running sandboxes have not acknowledged the staged "
+                                  "egress CA bundle yet; retry once they have",
+                                  running - with, running);
+            json_decref(body);
+            return;
+        }
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        http_util_reply_error(req, 500, "out of memory");
+        json_decref(body);
+        return;
+    }
+    *j = (struct ca_rotate_job){ .m = m, .req = req };
+    r = gw_client_ca_rotate(m->gw, step, ca_rotate_done, j);
+    json_decref(body);
+    if (r < 0) {
+        free(j);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        http_util_reply_error(req, 503, "cannot reach space-gw: %s", strerror(-r));
+    }
 }
 
 /* ---- POST /v1/sandboxes/{id}/exec ---- */
@@ -1168,6 +1418,14 @@ static void dispatch(struct evhttp_request *req, void *userdata)
         handle_egress_audit(m, req);
         return;
     }
+    if (strcmp(path, "/v1/egress-ca") == 0 && method == EVHTTP_REQ_GET) {
+        handle_egress_ca(m, req);
+        return;
+    }
+    if (strcmp(path, "/v1/egress-ca/rotate") == 0 && method == EVHTTP_REQ_POST) {
+        handle_egress_ca_rotate(m, req);
+        return;
+    }
     if (strcmp(path, "/v1/capacity") == 0 && method == EVHTTP_REQ_GET) {
         http_util_reply_json(req, 200, capacity_to_json(m));
         return;
@@ -1198,8 +1456,8 @@ static void dispatch(struct evhttp_request *req, void *userdata)
                     json_array_append_new(list, vm_to_json(m->vms[i]));
                 }
             }
-            for (size_t i = 0; i < m->n_failed; i++) {
-                json_array_append_new(failed, failure_to_json(manager_failure_at(m, i)));
+            for (size_t i = 0; i < m->failed.n; i++) {
+                json_array_append_new(failed, failure_to_json(failed_list_at(&m->failed, i)));
             }
             http_util_reply_json(req, 200,
                                  json_pack("{s:o, s:o}", "sandboxes", list, "failed", failed));
@@ -1224,7 +1482,7 @@ static void dispatch(struct evhttp_request *req, void *userdata)
             return;
         }
         struct vm *vm = manager_find(m, id);
-        const struct manager_failure *f = vm ? NULL : manager_find_failure(m, id);
+        const struct failure *f = vm ? NULL : failed_list_find(&m->failed, id);
         if (f) {
             /* Gone as a killed one is (404), with why: the api records the reason. */
             http_util_reply_error(req, 404, "sandbox '%s' failed: %s: %s", id,

@@ -41,6 +41,11 @@ char *instance_record_to_json(const struct instance_record *rec, const char *dir
         json_decref(j);
         return NULL;
     }
+    if (j && rec->net_bps > 0 &&
+        json_object_set_new(j, "net_bps", json_integer((json_int_t)rec->net_bps)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
     if (j && rec->network) {
         json_error_t jerr;
         json_t *net = json_loads(rec->network, 0, &jerr);
@@ -89,6 +94,8 @@ int instance_record_from_json(const char *text, struct instance_record *ret)
     json_int_t pid = json_integer_value(json_object_get(j, "pid"));
     rec.pid = pid > 1 && pid <= INT32_MAX ? (pid_t)pid : 0;
     rec.pid_start_time = (uint64_t)json_integer_value(json_object_get(j, "pid_start_time"));
+    json_int_t bps = json_integer_value(json_object_get(j, "net_bps"));
+    rec.net_bps = bps > 0 ? (uint64_t)bps : 0;
     enum vm_state s = vm_state_from_string(json_string_value(json_object_get(j, "state")));
     rec.state = s >= 0 ? s : VM_CREATING;
     json_t *net = json_object_get(j, "network");

@@ -46,6 +46,9 @@ struct instance_record {
     char ca_given[17];
     pid_t pid;               /* the VMM, 0 until it started */
     uint64_t pid_start_time; /* /proc/<pid>/stat field 22 (clock ticks since boot) */
+    /* Its network rate each way in bytes/s (netrate.h), 0 = unshaped: kept so a restore
+     * or rollback that makes the namespace again shapes it the same. */
+    uint64_t net_bps;
     /*
      * The egress policy (native shape, src/gw/policy.h), compact JSON owned by
      * the record; NULL = none given = deny everything. Kept here so a restarted

@@ -102,36 +102,22 @@ void manager_remove(struct manager *m, struct vm *vm)
     }
 }
 
-const struct manager_failure *manager_failure_at(struct manager *m, size_t i)
-{
-    return i < m->n_failed ? &m->failed[(m->failed_first + i) % MANAGER_FAILED_MAX] : NULL;
-}
-
-const struct manager_failure *manager_find_failure(struct manager *m, const char *sandbox_id)
-{
-    for (size_t i = m->n_failed; i-- > 0;) {
-        const struct manager_failure *f = manager_failure_at(m, i);
-        if (strcmp(f->sandbox_id, sandbox_id) == 0) {
-            return f;
-        }
-    }
-    return NULL;
-}
-
 static void failure_add(struct manager *m, const struct vm *vm, enum death_reason reason,
                         const char *message)
 {
-    struct manager_failure *f;
-    if (m->n_failed == MANAGER_FAILED_MAX) {
-        f = &m->failed[m->failed_first];
-        m->failed_first = (m->failed_first + 1) % MANAGER_FAILED_MAX;
-    } else {
-        f = &m->failed[(m->failed_first + m->n_failed++) % MANAGER_FAILED_MAX];
+    struct failure f = { .reason = reason, .at = now_realtime() };
+    char path[PATH_MAX];
+    int r;
+
+    snprintf(f.sandbox_id, sizeof(f.sandbox_id), "%s", vm_sandbox_id(vm));
+    snprintf(f.iid, sizeof(f.iid), "%s", vm->rec.iid);
+    snprintf(f.message, sizeof(f.message), "%s", message);
+    failed_list_add(&m->failed, &f);
+    snprintf(path, sizeof(path), "%s/" FAILED_LIST_FILE, m->host.data_dir);
+    r = failed_list_save(&m->failed, path);
+    if (r < 0) {
+        log_warning_errno(r, "cannot save the failed sandboxes to '%s': %m", path);
     }
-    *f = (struct manager_failure){ .reason = reason, .at = now_realtime() };
-    snprintf(f->sandbox_id, sizeof(f->sandbox_id), "%s", vm_sandbox_id(vm));
-    snprintf(f->iid, sizeof(f->iid), "%s", vm->rec.iid);
-    snprintf(f->message, sizeof(f->message), "%s", message);
 }
 
 /* A VM whose VMM died on its own (guest panic, OOM kill, VMM crash): why (death.h), then
@@ -177,20 +163,22 @@ static void tick_cb(evutil_socket_t fd, short what, void *userdata)
 
     for (size_t i = 0; i < m->n_vms && !m->stopping; i++) {
         struct vm *vm = m->vms[i];
-        if ((vm_state(vm) == VM_RUNNING || vm_state(vm) == VM_PAUSED) && vm->rt &&
-            !runtime_alive(vm->rt)) {
+        bool live = (vm_state(vm) == VM_RUNNING || vm_state(vm) == VM_PAUSED) && vm->rt;
+        bool gone = live && !runtime_alive(vm->rt);
+        /* A guest that halted never makes its VMM exit (death.h): reaped the same way. */
+        bool halted = live && !gone && vm_state(vm) == VM_RUNNING && vm_guest_halted(&m->host, vm);
+        if (gone || halted) {
             struct reap_job *j = malloc(sizeof(*j));
-            if (!j) {
+            if (j) {
+                *j = (struct reap_job){ .m = m, .vm = vm };
+            }
+            if (!j || manager_run_job(m, reap_work, reap_done, j) < 0) {
+                free(j);              /* pool full: the next tick tries again, */
+                vm->console_seen = 0; /* reading the console's end again */
                 continue;
             }
-            *j = (struct reap_job){ .m = m, .vm = vm };
-            if (manager_run_job(m, reap_work, reap_done, j) < 0) {
-                free(j); /* pool full: the next tick tries again */
-                continue;
-            }
-            log_sandbox_warning(vm_sandbox_id(vm),
-                                "vmm of instance %s exited unexpectedly, "
-                                "removing it",
+            log_sandbox_warning(vm_sandbox_id(vm), "%s of instance %s, removing it",
+                                halted ? "the guest halted" : "the vmm exited unexpectedly",
                                 vm->rec.iid);
             vm_set_state(vm, VM_STOPPING);
             manager_egress_detach(m, vm);
@@ -350,7 +338,7 @@ static void ca_done(void *p)
     manager_job_finished(m);
 }
 
-static char *ca_init_body(const struct vm *vm, const char *ca)
+char *manager_ca_init_body(const struct vm *vm, const char *ca)
 {
     json_t *j = json_pack("{s:s}", "caBundle", ca);
     char *text;
@@ -395,7 +383,7 @@ static void egress_push_ca(struct manager *m, struct vm *vm)
     if (!j) {
         return;
     }
-    *j = (struct ca_job){ .m = m, .vm = vm, .body = ca_init_body(vm, ca) };
+    *j = (struct ca_job){ .m = m, .vm = vm, .body = manager_ca_init_body(vm, ca) };
     memcpy(j->fingerprint, fp, sizeof(j->fingerprint));
     if (!j->body || manager_run_job(m, ca_work, ca_done, j) < 0) {
         free(j->body); /* pool full or stopping: the next tick tries again */
@@ -408,6 +396,38 @@ static void egress_push_ca(struct manager *m, struct vm *vm)
     m->ca_jobs++;
     log_sandbox_info(vm_sandbox_id(vm), "sending the egress CA %s to instance %s's agent", fp,
                      vm->rec.iid);
+}
+
+void manager_egress_ca_counts(struct manager *m, unsigned *running, unsigned *with_bundle,
+                              unsigned *paused)
+{
+    const char *ca = gw_client_ca_pem(m->gw);
+    char fp[VM_CA_FINGERPRINT_LEN + 1] = "";
+
+    *running = *with_bundle = *paused = 0;
+    if (ca) {
+        vm_ca_fingerprint(ca, fp);
+    }
+    for (size_t i = 0; i < m->n_vms; i++) {
+        struct vm *vm = m->vms[i];
+        if (!instance_is_bound(&vm->rec)) {
+            continue;
+        }
+        if (vm_state(vm) == VM_RUNNING) {
+            (*running)++;
+            *with_bundle += fp[0] && strcmp(vm_ca_given(vm), fp) == 0;
+        } else if (vm_state(vm) != VM_STOPPING && vm_state(vm) != VM_STOPPED &&
+                   vm_state(vm) != VM_CREATING) {
+            (*paused)++; /* paused, suspended, or on the way: given the bundle when resumed */
+        }
+    }
+}
+
+void manager_kick_ca(struct manager *m)
+{
+    for (size_t i = 0; i < m->n_vms; i++) {
+        egress_push_ca(m, m->vms[i]);
+    }
 }
 
 void manager_egress_attach(struct manager *m, struct vm *vm)
@@ -465,6 +485,7 @@ int manager_new(struct event_base *base, const struct vm_host *host,
 {
     struct manager *m = calloc(1, sizeof(*m));
     struct timeval second = { 1, 0 };
+    char path[PATH_MAX];
     int r;
 
     if (!m) {
@@ -474,8 +495,6 @@ int manager_new(struct event_base *base, const struct vm_host *host,
     m->base = base;
     m->host = *host;
     m->max_sandboxes = 64;
-    m->default_vcpus = 1;
-    m->default_memory_mib = 512;
     r = worker_pool_new(base, limits->workers, limits->queue, &m->pool);
     if (r < 0) {
         goto fail;
@@ -496,6 +515,12 @@ int manager_new(struct event_base *base, const struct vm_host *host,
     event_add(m->sigterm, NULL);
     event_add(m->sigint, NULL);
     event_add(m->tick, &second);
+    snprintf(path, sizeof(path), "%s/" FAILED_LIST_FILE, m->host.data_dir);
+    r = failed_list_load(&m->failed, path);
+    if (r < 0 && r != -ENOENT) {
+        log_warning_errno(r, "cannot read the failed sandboxes in '%s', starting without: %m",
+                          path);
+    }
     r = vm_reconcile(&m->host, adopt_cb, m);
     if (r < 0) {
         log_warning_errno(r, "cannot reconcile instances: %m");

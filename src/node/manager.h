@@ -8,25 +8,11 @@
 #include <event2/http.h>
 #include <jansson.h>
 
-#include "node/death.h"
 #include "node/egress-audit.h"
+#include "node/failed-list.h"
 #include "node/gw-client.h"
 #include "node/vm.h"
 #include "node/worker-pool.h"
-
-/*
- * A sandbox whose VMM ended on its own (death.h), freed already: what the node
- * reports in GET /v1/sandboxes "failed" until the api has seen it. Bounded: the
- * oldest is dropped when MANAGER_FAILED_MAX more have died since.
- */
-#define MANAGER_FAILED_MAX 64
-struct manager_failure {
-    char sandbox_id[SANDBOX_ID_LEN + 1];
-    char iid[INSTANCE_ID_LEN + 1];
-    enum death_reason reason;
-    char message[DEATH_MESSAGE_MAX];
-    usec_t at; /* realtime */
-};
 
 struct manager {
     struct event_base *base;
@@ -41,15 +27,13 @@ struct manager {
     uint64_t memory_budget_mib; /* guest RAM + VMM overhead of every instance at most; 0: none */
     unsigned vmm_overhead_mib;  /* what each VMM may use beyond its guest's RAM (jail.h) */
     unsigned vcpu_budget;       /* vCPUs of every instance at most (capacity.h); 0: none */
-    unsigned default_vcpus, default_memory_mib;
     const char *share_dir;      /* template recipes + tools/template-build.sh; NULL: no builds */
     const char *agent_path;     /* the space-agent binary templates get */
     const char *cache_dir;      /* template build cache */
     struct gw_client *gw;       /* the space-gw session; NULL with --no-gw (no egress at all) */
     struct egress_audit *audit; /* what space-gw reported, for GET /v1/egress-audit */
     unsigned ca_jobs;           /* egress-CA /init re-sends on workers (MANAGER_CA_JOBS_MAX) */
-    struct manager_failure failed[MANAGER_FAILED_MAX]; /* a ring, oldest at failed_first */
-    size_t failed_first, n_failed;
+    struct failed_list failed;  /* the sandboxes that died on their own, saved (failed-list.h) */
     bool stopping;
 };
 
@@ -61,10 +45,6 @@ struct manager_limits {
 int manager_new(struct event_base *base, const struct vm_host *host,
                 const struct manager_limits *limits, struct manager **ret);
 struct manager *manager_free(struct manager *m);
-
-/* Loop thread only. The newest failure of sandbox_id, or NULL; the i-th oldest of all. */
-const struct manager_failure *manager_find_failure(struct manager *m, const char *sandbox_id);
-const struct manager_failure *manager_failure_at(struct manager *m, size_t i);
 
 /* Loop thread only. The instance bound to sandbox_id, or NULL. */
 struct vm *manager_find(struct manager *m, const char *sandbox_id);
@@ -109,6 +89,18 @@ void manager_job_finished(struct manager *m);
 int manager_enable_egress(struct manager *m, const char *gw_socket, const char *node_name);
 /* Loop thread. Hands vm's egress sockets (opened on first use) and policy to space-gw. */
 void manager_egress_attach(struct manager *m, struct vm *vm);
+/*
+ * The egress CA rotation's view of the sandboxes (issue 10 item 4): bound ones running, how
+ * many of those acknowledged the current bundle (their agent took it), and the others alive
+ * but not running (paused, suspended, on the way: resume and restore give them the bundle
+ * before they answer).
+ */
+void manager_egress_ca_counts(struct manager *m, unsigned *running, unsigned *with_bundle,
+                              unsigned *paused);
+/* The bundle changed: start sending it to every running agent now (the tick retries). */
+void manager_kick_ca(struct manager *m);
+/* The /init body that gives vm's agent the CA bundle ca (its access token included). */
+char *manager_ca_init_body(const struct vm *vm, const char *ca);
 /* Loop thread. Tells space-gw to stop serving vm (its sockets close with the vm). */
 void manager_egress_detach(struct manager *m, struct vm *vm);
 

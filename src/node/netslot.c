@@ -7,7 +7,8 @@
  *      tap is born with IPv6 off and nothing forwards; then one `ip -batch`
  *      for lo and the tap (a child spawned here starts in the namespace);
  *      then the nftables tables (nft.h); then the per-device sysctls of the
- *      devices that now exist, each read back;
+ *      devices that now exist, each read back; then the tap's rate limit
+ *      (netrate.h: its ifb device, qdiscs and filters, by rtnetlink);
  *   3. the slot lease (lease.h), taken after the namespace exists, so a lease
  *      whose namespace is gone is abandoned and can be reused.
  *
@@ -31,6 +32,7 @@
 #include "basic/macro.h"
 #include "node/lease.h"
 #include "node/netns.h"
+#include "node/netrate.h"
 #include "node/nft.h"
 #include "node/instance.h"
 #include "shared/gw-proto.h"
@@ -79,7 +81,7 @@ static int write_sysctls(const char *id, const char *const (*list)[2], size_t n)
 }
 
 /* Everything inside the namespace, on this thread while it has joined it. */
-static int netslot_setup_inside(const char *id)
+static int netslot_setup_inside(const char *id, uint64_t net_bps)
 {
     static const struct nft_sandbox plan = {
         .tap = NETSLOT_TAP,
@@ -130,7 +132,12 @@ static int netslot_setup_inside(const char *id)
         free(nft_error);
         return r;
     }
-    return write_sysctls(id, sysctls_late, ARRAY_SIZE(sysctls_late));
+    r = write_sysctls(id, sysctls_late, ARRAY_SIZE(sysctls_late));
+    if (r >= 0 && net_bps > 0) {
+        struct netrate_plan rate = netrate_sandbox_plan(net_bps);
+        r = netrate_setup_here(id, &rate);
+    }
+    return r;
 }
 
 /* A lease is abandoned when its namespace is gone (see step 3 above). */
@@ -139,7 +146,7 @@ static bool slot_stale(const char *owner, void *userdata)
     return !netslot_exists(owner);
 }
 
-int netslot_create(const char *id)
+int netslot_create(const char *id, uint64_t net_bps)
 {
     char name[64], path[PATH_MAX], *out = NULL;
     unsigned slot;
@@ -164,7 +171,7 @@ int netslot_create(const char *id)
     if (r < 0) {
         return r;
     }
-    r = netslot_setup_inside(id);
+    r = netslot_setup_inside(id, net_bps);
     netns_leave(saved);
     if (r < 0) {
         return r;

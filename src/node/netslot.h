@@ -20,6 +20,7 @@
  */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define NETSLOT_GUEST_IP "169.254.0.2"
 #define NETSLOT_HOST_IP "169.254.0.1"
@@ -39,9 +40,10 @@
 /* Every `id` below is an instance id (instance.h), not a sandbox id. */
 /* /run/netns/space-<iid> into buf. */
 int netslot_netns_path(const char *id, char *buf, size_t n);
-/* Creates the namespace, its tap, sysctls, nftables tables and slot lease.
- * Idempotent: an existing namespace is completed and reused. */
-int netslot_create(const char *id);
+/* Creates the namespace, its tap, sysctls, nftables tables, the tap's rate limit
+ * (netrate.h; net_bps 0: none) and slot lease. Idempotent: an existing namespace is
+ * completed and reused. */
+int netslot_create(const char *id, uint64_t net_bps);
 /* Deletes the namespace (and so the tap) and releases the slot. Missing is success. */
 int netslot_destroy(const char *id);
 bool netslot_exists(const char *id);

@@ -34,7 +34,9 @@
 #include "node/console.h"
 #include "node/jail.h"
 #include "node/manager.h"
+#include "node/netrate.h"
 #include "node/pool.h"
+#include "node/snapshot.h"
 #include "node/tunnel.h"
 #include "shared/gw-proto.h"
 
@@ -62,6 +64,7 @@ static uint32_t arg_vcpu_budget = 0;       /* 0: host CPUs x CAPACITY_VCPU_OVERC
  * takes a shared host disk away from everyone else. */
 static uint64_t arg_disk_bps = 100ull << 20;
 static uint32_t arg_disk_iops = 5000;
+static uint64_t arg_net_bps = 12500000; /* 100 Mbit/s */
 static bool arg_snapshots = true;
 static uint32_t arg_tb_size = RUNTIME_TB_SIZE_DEFAULT_MIB;
 static uint32_t arg_pool;
@@ -98,6 +101,9 @@ static void help(void)
            "  --disk-bps N          each sandbox's disk reads + writes in bytes/s (default\n"
            "                        104857600; 0: unthrottled)\n"
            "  --disk-iops N         each sandbox's disk requests/s (default 5000; 0: unthrottled)\n"
+           "  --net-bps N           each sandbox's network rate, bytes/s each way (default\n"
+           "                        12500000 = 100 Mbit/s; 0: unshaped); a create's net_bps\n"
+           "                        may ask for less\n"
            "  --snapshots on|off    create by restoring template snapshots (default on)\n"
            "  --tb-size MIB         TCG translation buffer per VM (default %u)\n"
            "  --pool N              keep N restored, paused instances per template ready for\n"
@@ -136,6 +142,7 @@ static int parse_args(int argc, char **argv)
         { "vcpu-budget", required_argument, NULL, 'V' },
         { "disk-bps", required_argument, NULL, 'D' },
         { "disk-iops", required_argument, NULL, 'I' },
+        { "net-bps", required_argument, NULL, 'R' },
         { "snapshots", required_argument, NULL, 'P' },
         { "tb-size", required_argument, NULL, 'Z' },
         { "pool", required_argument, NULL, 'p' },
@@ -253,6 +260,14 @@ static int parse_args(int argc, char **argv)
                 (arg_disk_iops > 0 && arg_disk_iops < 10) || arg_disk_iops > 10000000) {
                 return log_error_errno(-EINVAL, "invalid --disk-iops '%s' (0, or 10..10000000)",
                                        optarg);
+            }
+            break;
+        case 'R':
+            if (parse_u64(optarg, &arg_net_bps) < 0 ||
+                (arg_net_bps > 0 && arg_net_bps < NETRATE_MIN_BPS) ||
+                arg_net_bps > NETRATE_MAX_BPS) {
+                return log_error_errno(-EINVAL, "invalid --net-bps '%s' (0, or %llu..2^40)", optarg,
+                                       NETRATE_MIN_BPS);
             }
             break;
         case 'O':
@@ -406,6 +421,7 @@ int main(int argc, char **argv)
         .tb_size_mib = arg_tb_size,
         .disk_bps = arg_disk_bps,
         .disk_iops = arg_disk_iops,
+        .net_bps = arg_net_bps,
     };
     struct manager_limits limits = { .workers = arg_max_workers, .queue = arg_max_queue };
     snprintf(path, sizeof(path), "%s/templates/base/vmlinux", arg_data_dir);
@@ -417,6 +433,11 @@ int main(int argc, char **argv)
     r = jail_init(&jail_cfg);
     if (r < 0) {
         return 1;
+    }
+    /* Snapshots of an older template build, QEMU or size past the bound (snapshot.h). */
+    r = snapshot_cleanup(&host);
+    if (r > 0) {
+        log_info("removed %d stale template snapshot(s)", r);
     }
 
     evthread_use_pthreads();
@@ -435,10 +456,11 @@ int main(int argc, char **argv)
     m->memory_budget_mib = arg_memory_budget_mib ? arg_memory_budget_mib : default_memory_budget();
     m->vcpu_budget = arg_vcpu_budget ? arg_vcpu_budget : capacity_default_vcpu_budget();
     log_info("memory budget: %llu MiB (guest RAM + %u MiB per VMM), vCPU budget %u (%s), disk "
-             "throttled to %llu B/s and %u IOPS per sandbox (0: unthrottled)",
+             "throttled to %llu B/s and %u IOPS per sandbox (0: unthrottled), network shaped to "
+             "%llu B/s each way (0: unshaped)",
              (unsigned long long)m->memory_budget_mib, arg_vmm_overhead_mib, m->vcpu_budget,
              arg_vcpu_budget ? "--vcpu-budget" : "host CPUs x the default overcommit",
-             (unsigned long long)arg_disk_bps, arg_disk_iops);
+             (unsigned long long)arg_disk_bps, arg_disk_iops, (unsigned long long)arg_net_bps);
     m->share_dir = arg_share_dir;
     if (arg_pool > 0 && arg_snapshots) {
         r = pool_new(m, arg_pool, MAX(arg_pool_max, arg_pool),

@@ -398,6 +398,8 @@ static void fill_start(struct pool *p, struct entry *e)
 
     r = j ? vm_new(e->template_name, e->vcpus, e->memory_mib, &vm) : -ENOMEM;
     if (r >= 0) {
+        /* Shaped like a create that names no rate; a bind asking for another replaces it. */
+        vm->rec.net_bps = p->m->host.net_bps;
         r = manager_add(p->m, vm); /* counted against the budget from now on */
     }
     if (r >= 0) {

@@ -2,7 +2,10 @@
  * Template snapshots: key, build, verify, load (snapshot.h).
  *
  * The registry holds one entry per (template, vcpus, memory) this node was
- * asked for. One background thread works through the entries that need
+ * asked for, at most SNAPSHOT_SIZES_MAX per template: a new size past that
+ * takes the place of the least recently used one that is not being built,
+ * whose snapshot (memfd and directory) goes once the last restore holding it
+ * lets go. One background thread works through the entries that need
  * preparing, one at a time (the machine is small, and a build boots a VM).
  * Preparing = find the snapshot of the current key on disk and verify it, or
  * build it; then load its memory into a sealed memfd. QEMU reopens that memfd
@@ -11,6 +14,7 @@
  */
 #include "node/snapshot.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -30,6 +34,7 @@
 #include "basic/macro.h"
 #include "basic/time-util.h"
 #include "node/netslot.h"
+#include "shared/sandbox-id.h"
 #include "shared/spawn.h"
 
 #define SNAPSHOT_FORMAT "space-snapshot-v1"
@@ -41,6 +46,7 @@
 
 struct snapshot {
     unsigned refs; /* under registry_lock */
+    bool evicted;  /* its entry took another size: the last unref removes dir */
     char dir[PATH_MAX];
     int memory_fd;
 };
@@ -56,6 +62,7 @@ struct entry {
     struct snapshot *snap; /* READY */
     char key[65];          /* of snap */
     usec_t retry_at;       /* FAILED */
+    usec_t used_at;        /* the last snapshot_get(): the least recent is evicted */
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -507,19 +514,52 @@ static void *worker(void *arg)
     }
 }
 
-/* Under registry_lock: the entry for this size, made when missing (NULL on OOM). */
+/*
+ * Under registry_lock: the entry for this size, made when missing (NULL on OOM, or with
+ * SNAPSHOT_SIZES_MAX of the template all being built). A template at its bound gives its
+ * least recently used entry to the new size; that one's snapshot is handed to *evicted
+ * (the caller unrefs it outside the lock).
+ */
 static struct entry *entry_find(const struct vm_host *host, const char *template_name,
-                                unsigned vcpus, unsigned memory_mib, bool make)
+                                unsigned vcpus, unsigned memory_mib, bool make,
+                                struct snapshot **evicted)
 {
-    struct entry *e;
+    struct entry *e, *lru = NULL;
+    unsigned n = 0;
     for (e = entries; e; e = e->next) {
-        if (strcmp(e->template_name, template_name) == 0 && e->vcpus == vcpus &&
-            e->memory_mib == memory_mib) {
+        if (strcmp(e->template_name, template_name) != 0) {
+            continue;
+        }
+        if (e->vcpus == vcpus && e->memory_mib == memory_mib) {
             return e;
+        }
+        n++;
+        /* PENDING is fine: the worker picks it up under the lock, after this. */
+        if (e->state != ENTRY_BUILDING && (!lru || e->used_at < lru->used_at)) {
+            lru = e;
         }
     }
     if (!make || strlen(template_name) >= sizeof(e->template_name)) {
         return NULL;
+    }
+    if (n >= SNAPSHOT_SIZES_MAX) {
+        if (!lru) {
+            return NULL;
+        }
+        log_info("snapshots of template '%s': %u vcpus, %u MiB takes the place of %u vcpus, %u "
+                 "MiB (least recently used)",
+                 template_name, vcpus, memory_mib, lru->vcpus, lru->memory_mib);
+        if (lru->snap) {
+            lru->snap->evicted = true;
+            *evicted = lru->snap;
+            lru->snap = NULL;
+        }
+        lru->vcpus = vcpus;
+        lru->memory_mib = memory_mib;
+        lru->state = ENTRY_FAILED; /* retry_at 0: due now */
+        lru->retry_at = 0;
+        lru->key[0] = '\0';
+        return lru;
     }
     e = calloc(1, sizeof(*e));
     if (!e) {
@@ -580,20 +620,24 @@ int snapshot_get(const struct vm_host *host, const char *template_name, unsigned
     if (r < 0) {
         return r;
     }
+    struct snapshot *evicted = NULL;
     pthread_mutex_lock(&registry_lock);
-    struct entry *e = entry_find(host, template_name, vcpus, memory_mib, true);
+    struct entry *e = entry_find(host, template_name, vcpus, memory_mib, true, &evicted);
+    /* No entry (out of memory, or every one of the template's being built): a cold boot. */
     r = -EAGAIN;
-    if (!e) {
-        r = -ENOMEM;
-    } else if (e->state == ENTRY_READY && strcmp(e->key, key) == 0) {
+    if (e) {
+        e->used_at = now_monotonic();
+    }
+    if (e && e->state == ENTRY_READY && strcmp(e->key, key) == 0) {
         e->snap->refs++;
         *ret = e->snap;
         r = 0;
-    } else if (e->state == ENTRY_READY ||
-               (e->state == ENTRY_FAILED && now_monotonic() >= e->retry_at)) {
+    } else if (e && (e->state == ENTRY_READY ||
+                     (e->state == ENTRY_FAILED && now_monotonic() >= e->retry_at))) {
         entry_schedule(e);
     }
     pthread_mutex_unlock(&registry_lock);
+    snapshot_unref(evicted);
     return r;
 }
 
@@ -608,9 +652,22 @@ void snapshot_prepare(const struct vm_host *host, const char *template_name, uns
 
 struct snapshot *snapshot_unref(struct snapshot *s)
 {
+    if (!s) {
+        return NULL;
+    }
     pthread_mutex_lock(&registry_lock);
-    snapshot_unref_locked(s);
+    bool last = --s->refs == 0;
     pthread_mutex_unlock(&registry_lock);
+    if (last) {
+        /* An evicted snapshot is nobody's any more: off the disk too (outside the lock). */
+        if (s->evicted) {
+            log_info("snapshot '%s' evicted (more than %d sizes): removing it", s->dir,
+                     SNAPSHOT_SIZES_MAX);
+            (void)rm_rf(s->dir);
+        }
+        close_safe(s->memory_fd);
+        free(s);
+    }
     return NULL;
 }
 
@@ -638,8 +695,123 @@ void snapshot_suspect(struct snapshot *s)
 const char *snapshot_status(const char *template_name, unsigned vcpus, unsigned memory_mib)
 {
     pthread_mutex_lock(&registry_lock);
-    struct entry *e = entry_find(NULL, template_name, vcpus, memory_mib, false);
+    struct entry *e = entry_find(NULL, template_name, vcpus, memory_mib, false, NULL);
     const char *s = e ? state_names[e->state] : "none";
     pthread_mutex_unlock(&registry_lock);
     return s;
+}
+
+json_t *snapshot_sizes_to_json(const char *template_name)
+{
+    json_t *list = json_array();
+    const struct entry *order[SNAPSHOT_SIZES_MAX];
+    size_t n = 0;
+
+    pthread_mutex_lock(&registry_lock);
+    for (const struct entry *e = entries; e && n < SNAPSHOT_SIZES_MAX; e = e->next) {
+        if (strcmp(e->template_name, template_name) != 0) {
+            continue;
+        }
+        size_t i = n++;
+        for (; i > 0 && order[i - 1]->used_at < e->used_at; i--) {
+            order[i] = order[i - 1];
+        }
+        order[i] = e;
+    }
+    for (size_t i = 0; list && i < n; i++) {
+        json_array_append_new(list, json_pack("{s:i, s:i, s:s}", "vcpus", (int)order[i]->vcpus,
+                                              "memory_mb", (int)order[i]->memory_mib, "status",
+                                              state_names[order[i]->state]));
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return list ? list : json_array();
+}
+
+struct kept {
+    char name[80];
+    time_t made;
+};
+
+/* One template's snapshots/ (snapshot_cleanup()). */
+static int cleanup_template(const struct vm_host *host, const char *template_name)
+{
+    char tdir[PATH_MAX], parent[PATH_MAX + 16], dir[PATH_MAX + 128], path[PATH_MAX + 160];
+    char key[65], *text = NULL;
+    struct kept kept[SNAPSHOT_SIZES_MAX + 1];
+    size_t n_kept = 0;
+    struct dirent *de;
+    int removed = 0;
+
+    if (vm_template_dir(host, template_name, tdir, sizeof(tdir)) < 0) {
+        return 0;
+    }
+    snprintf(parent, sizeof(parent), "%s/snapshots", tdir);
+    DIR *d = opendir(parent);
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.') {
+            continue;
+        }
+        snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name);
+        snprintf(path, sizeof(path), "%s/manifest.json", dir);
+        json_t *m = read_file(path, 1 << 16, &text, NULL) >= 0 ? json_loads(text, 0, NULL) : NULL;
+        free(text);
+        text = NULL;
+        json_int_t vcpus = json_integer_value(json_object_get(m, "vcpus"));
+        json_int_t memory = json_integer_value(json_object_get(m, "memory_mib"));
+        json_decref(m);
+        struct stat st;
+        bool current = vcpus > 0 && vcpus <= 64 && memory > 0 && memory <= (1 << 20) &&
+                       snapshot_key(host, tdir, (unsigned)vcpus, (unsigned)memory, key) >= 0 &&
+                       strcmp(key, de->d_name) == 0 && stat(path, &st) >= 0;
+        if (current) {
+            /* Newest first; the one pushed past the bound goes. */
+            size_t i = n_kept < ARRAY_SIZE(kept) ? n_kept++ : n_kept - 1;
+            for (; i > 0 && kept[i - 1].made < st.st_mtime; i--) {
+                kept[i] = kept[i - 1];
+            }
+            kept[i].made = st.st_mtime;
+            snprintf(kept[i].name, sizeof(kept[i].name), "%s", de->d_name);
+            if (n_kept <= SNAPSHOT_SIZES_MAX) {
+                continue;
+            }
+            n_kept--;
+            snprintf(dir, sizeof(dir), "%s/%s", parent, kept[n_kept].name);
+        }
+        log_info("removing snapshot '%s' of template '%s': %s", dir, template_name,
+                 current ? "more sizes than SNAPSHOT_SIZES_MAX" : "stale (no current key)");
+        if (rm_rf(dir) >= 0) {
+            removed++;
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    return removed;
+}
+
+int snapshot_cleanup(const struct vm_host *host)
+{
+    char path[PATH_MAX];
+    struct dirent *de;
+    int removed = 0;
+
+    snprintf(path, sizeof(path), "%s/templates", host->data_dir);
+    DIR *d = opendir(path);
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] != '.' && template_name_is_valid(de->d_name)) {
+            removed += cleanup_template(host, de->d_name);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    return removed;
+}
+
+int snapshot_key_of(const struct vm_host *host, const char *template_name, unsigned vcpus,
+                    unsigned memory_mib, char out[65])
+{
+    char tdir[PATH_MAX];
+    int r = vm_template_dir(host, template_name, tdir, sizeof(tdir));
+    return r < 0 ? r : snapshot_key(host, tdir, vcpus, memory_mib, out);
 }

@@ -20,6 +20,11 @@
  * (and its memory loaded into a sealed memfd that restores map private); a
  * corrupt or truncated one is deleted and rebuilt, never restored.
  *
+ * One snapshot per size a create used (sizes: template-size.h), at most
+ * SNAPSHOT_SIZES_MAX per template; a new size past that evicts the least
+ * recently used (its directory is removed once no restore holds it). At
+ * node start, snapshot_cleanup() removes what no current key names.
+ *
  * Builds and verification run on one background thread of their own; a
  * create never waits for them: snapshot_get() answers -EAGAIN and the create
  * cold-boots meanwhile. Thread-safe.
@@ -27,7 +32,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "node/vm.h"
+
+#define SNAPSHOT_SIZES_MAX 4
 
 struct snapshot;
 
@@ -54,6 +63,19 @@ void snapshot_prepare(const struct vm_host *host, const char *template_name, uns
                       unsigned memory_mib);
 /* "ready", "building", "failed" or "none" (never asked for, or --snapshots off). */
 const char *snapshot_status(const char *template_name, unsigned vcpus, unsigned memory_mib);
+/* [{vcpus, memory_mb, status}] of every size of template asked for since the node started,
+ * the most recently used first. */
+json_t *snapshot_sizes_to_json(const char *template_name);
+/*
+ * At node start, before any snapshot_get(): in every template's snapshots/, removes
+ * directories no current key names (a half-built .tmp, an unreadable manifest, one of
+ * another template build, QEMU or format), and of those left all but the
+ * SNAPSHOT_SIZES_MAX most recently made. Returns how many it removed.
+ */
+int snapshot_cleanup(const struct vm_host *host);
+/* The key (snapshots/<key>) of template's snapshot at this size now (file comment). */
+int snapshot_key_of(const struct vm_host *host, const char *template_name, unsigned vcpus,
+                    unsigned memory_mib, char out[65]);
 
 /* The pieces under the above, for tests: writes dir/manifest.json (sizes and SHA-256 of
  * vmstate, memory, rootfs.ext4 as they are now), and checks dir against it, loading memory

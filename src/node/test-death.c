@@ -97,6 +97,23 @@ static void test_console_panic(void **state)
     assert_false(death_console_panic("Kernel pan", 10, msg, sizeof(msg)));
 }
 
+static void test_console_halted(void **state)
+{
+    (void)state;
+    static const char halt[] = "[    1.0] boot\n[    9.2] reboot: System halted\r\n";
+    assert_true(death_console_halted(halt, sizeof(halt) - 1));
+    assert_true(death_console_halted("reboot: Power down", 18));
+    assert_true(death_console_halted("x\nreboot: Power down\n\n", 22));
+    /* only the last line counts: the guest went on after printing it */
+    static const char later[] = "reboot: System halted\nlogin: ";
+    assert_false(death_console_halted(later, sizeof(later) - 1));
+    /* the key inside another word, cut off, or nothing */
+    assert_false(death_console_halted("xreboot: Power down", 19));
+    assert_false(death_console_halted("reboot: Power dow", 17));
+    assert_false(death_console_halted(NULL, 0));
+    assert_false(death_console_halted("\n\n", 2));
+}
+
 static void test_classify(void **state)
 {
     char msg[DEATH_MESSAGE_MAX];
@@ -122,11 +139,21 @@ static void test_classify(void **state)
     e.console = "reboot: Power down\n";
     e.console_len = strlen(e.console);
     assert_int_equal(death_classify(&e, msg, sizeof(msg)), DEATH_SHUTDOWN);
+    /* a halted guest: the node killed its VMM */
+    e.wait_status = SIGNALED(SIGKILL);
+    assert_int_equal(death_classify(&e, msg, sizeof(msg)), DEATH_SHUTDOWN);
+    assert_non_null(strstr(msg, "halted"));
     e.wait_status = EXITED(1);
     assert_int_equal(death_classify(&e, msg, sizeof(msg)), DEATH_VMM_CRASHED);
     assert_string_equal(msg, "the VMM exited with status 1");
-    e.status_known = false;
+    e.status_known = false; /* after a node restart: the console still tells a halt */
+    assert_int_equal(death_classify(&e, msg, sizeof(msg)), DEATH_SHUTDOWN);
+    e.console_len = 0;
     assert_int_equal(death_classify(&e, msg, sizeof(msg)), DEATH_VMM_CRASHED);
+    assert_int_equal(death_reason_from_string("oom"), DEATH_OOM);
+    assert_int_equal(death_reason_from_string("shutdown"), DEATH_SHUTDOWN);
+    assert_int_equal(death_reason_from_string("vmm_crashed"), DEATH_VMM_CRASHED);
+    assert_int_equal(death_reason_from_string("crash"), -EINVAL);
     assert_string_equal(death_reason_to_string(DEATH_OOM), "oom");
     assert_string_equal(death_reason_to_string(DEATH_PANIC), "panic");
     assert_string_equal(death_reason_to_string(DEATH_VMM_CRASHED), "vmm_crashed");
@@ -140,9 +167,8 @@ static void test_classify(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_oom_counter),
-        cmocka_unit_test(test_read_oom_kills),
-        cmocka_unit_test(test_console_panic),
+        cmocka_unit_test(test_oom_counter),   cmocka_unit_test(test_read_oom_kills),
+        cmocka_unit_test(test_console_panic), cmocka_unit_test(test_console_halted),
         cmocka_unit_test(test_classify),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

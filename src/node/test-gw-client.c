@@ -224,11 +224,97 @@ static void test_queue_is_bounded(void **state)
     assert_false(gw_client_ready(f->gw));
 }
 
+#define FP_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define FP_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define PEM_JSON "-----BEGIN CERTIFICATE-----\\nAA\\n-----END CERTIFICATE-----\\n"
+
+struct rotate_result {
+    int calls, r;
+    char error[128];
+};
+
+static void rotate_cb(void *userdata, int r, const char *error)
+{
+    struct rotate_result *res = userdata;
+    res->calls++;
+    res->r = r;
+    snprintf(res->error, sizeof(res->error), "%s", error ? error : "");
+}
+
+static void run_until_called(struct fixture *f, struct rotate_result *res)
+{
+    for (int i = 0; i < 200 && !res->calls; i++) {
+        event_base_loop(f->base, EVLOOP_NONBLOCK);
+        usleep(10000);
+    }
+}
+
+static void test_ca_rotate(void **state)
+{
+    struct fixture *f = *state;
+    struct rotate_result res = { 0 };
+    json_t *m;
+    int n_fds;
+
+    /* No session: refused at once, the callback never runs. */
+    assert_int_equal(gw_client_ca_rotate(f->gw, "stage", rotate_cb, &res), -ENOTCONN);
+    assert_null(gw_client_ca(f->gw));
+    accept_session(f);
+    hello(f);
+    m = receive(f, &n_fds); /* the resync's attach */
+    json_decref(m);
+    reply(f, "{\"type\":\"attach\",\"instance\":\"" IID "\",\"ok\":true}");
+    /* A gateway from before rotation: stable, no fingerprints. */
+    assert_string_equal(gw_client_ca(f->gw)->phase, "stable");
+    assert_string_equal(gw_client_ca(f->gw)->current, "");
+    assert_int_equal(gw_client_ca_rotate(f->gw, "rollback", rotate_cb, &res), -EINVAL);
+
+    /* stage: the reply's bundle and state are kept before the callback runs. */
+    assert_int_equal(gw_client_ca_rotate(f->gw, "stage", rotate_cb, &res), 0);
+    m = receive(f, &n_fds);
+    assert_string_equal(json_string_value(json_object_get(m, "type")), "ca-rotate");
+    assert_string_equal(json_string_value(json_object_get(m, "step")), "stage");
+    json_decref(m);
+    reply(f, "{\"type\":\"ca-rotate\",\"ok\":true,\"caCert\":\"" PEM_JSON PEM_JSON
+             "\",\"caPhase\":\"staged\",\"caCurrent\":\"" FP_A "\",\"caNext\":\"" FP_B "\"}");
+    run_until_called(f, &res);
+    assert_int_equal(res.calls, 1);
+    assert_int_equal(res.r, 0);
+    assert_string_equal(gw_client_ca(f->gw)->phase, "staged");
+    assert_string_equal(gw_client_ca(f->gw)->current, FP_A);
+    assert_string_equal(gw_client_ca(f->gw)->next, FP_B);
+    const char *pem = gw_client_ca_pem(f->gw);
+    assert_non_null(strstr(strstr(pem, "END CERTIFICATE") + 1, "BEGIN CERTIFICATE"));
+
+    /* A refusal: -EBUSY with the gateway's words; the state stays. */
+    res = (struct rotate_result){ 0 };
+    assert_int_equal(gw_client_ca_rotate(f->gw, "finish", rotate_cb, &res), 0);
+    json_decref(receive(f, &n_fds));
+    reply(f, "{\"type\":\"ca-rotate\",\"ok\":false,\"error\":\"cannot finish: staged\"}");
+    run_until_called(f, &res);
+    assert_int_equal(res.r, -EBUSY);
+    assert_string_equal(res.error, "cannot finish: staged");
+    assert_string_equal(gw_client_ca(f->gw)->phase, "staged");
+    assert_true(gw_client_ready(f->gw));
+
+    /* The session ends before the reply: told once, -ECONNRESET. */
+    res = (struct rotate_result){ 0 };
+    assert_int_equal(gw_client_ca_rotate(f->gw, "switch", rotate_cb, &res), 0);
+    json_decref(receive(f, &n_fds));
+    close(f->conn);
+    f->conn = -1;
+    run_until_called(f, &res);
+    assert_int_equal(res.calls, 1);
+    assert_int_equal(res.r, -ECONNRESET);
+    assert_false(gw_client_ready(f->gw));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_is_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ca_rotate, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,9 @@
 #define IID "abcdefgh0123"
 #define SB "sb00000000000000000a"
 #define PEM "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+/* The same as JSON string text. */
+#define PEM2 "-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n"
+#define FP "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 static int parse(const char *text, struct gw_msg *m)
 {
@@ -64,6 +67,28 @@ static void test_replies(void **state)
     assert_string_equal(m.instance, "");
     gw_msg_release(&m);
 
+    /* A rotation's reply: the bundle of two, the phase, both fingerprints. */
+    assert_int_equal(parse("{\"type\":\"ca-rotate\",\"ok\":true,\"caCert\":\"" PEM2 PEM2
+                           "\",\"caPhase\":\"staged\",\"caCurrent\":\"" FP "\",\"caNext\":\"" FP
+                           "\"}",
+                           &m),
+                     0);
+    assert_int_equal(m.type, GW_MSG_CA_ROTATE);
+    assert_string_equal(m.ca_cert, PEM PEM);
+    assert_string_equal(m.ca_phase, "staged");
+    assert_string_equal(m.ca_current, FP);
+    assert_string_equal(m.ca_next, FP);
+    gw_msg_release(&m);
+    assert_int_equal(parse("{\"type\":\"ca-rotate\",\"ok\":false,\"error\":\"cannot switch\"}", &m),
+                     0);
+    assert_false(m.ok);
+    gw_msg_release(&m);
+    char *t = gw_msg_ca_rotate("switch");
+    assert_string_equal(t, "{\"type\":\"ca-rotate\",\"step\":\"switch\"}");
+    free(t);
+    assert_null(gw_msg_ca_rotate("rollback"));
+    assert_null(gw_msg_ca_rotate(NULL));
+
     assert_int_equal(parse("{\"type\":\"attach\",\"instance\":\"" IID "\",\"ok\":true}", &m), 0);
     assert_int_equal(m.type, GW_MSG_ATTACH);
     assert_string_equal(m.instance, IID);
@@ -98,12 +123,18 @@ static void test_hostile_replies(void **state)
         "{\"type\":\"attach\",\"type\":\"hello\",\"ok\":true,\"instance\":\"" IID "\"}",
         "{\"type\":\"audit\"}", "{\"type\":\"audit\",\"records\":{}}",
         "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"a\\u0000b\"}",
-        /* Not exactly one certificate: text around it, two of them, a bad body, empty. */
+        /* Not 1..4 certificates: text around them, five of them, a bad body, empty. */
         "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"-----BEGIN CERTIFICATE-----\\nAA\\n"
         "-----END CERTIFICATE-----\\nrm -rf\"}",
-        "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"-----BEGIN CERTIFICATE-----\\nAA\\n"
-        "-----END CERTIFICATE-----\\n-----BEGIN CERTIFICATE-----\\nAA\\n-----END "
-        "CERTIFICATE-----\"}",
+        "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"" PEM2 PEM2 PEM2 PEM2 PEM2 "\"}",
+        "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"" PEM2 "x" PEM2 "\"}",
+        /* The rotation fields: a phase we do not know, a fingerprint that is not one, a next
+         * CA while stable, none while staged, a ca-rotate reply without the bundle. */
+        "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"" PEM2 "\",\"caPhase\":\"done\"}",
+        "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"" PEM2 "\",\"caCurrent\":\"AB\"}",
+        "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"" PEM2 "\",\"caNext\":\"" FP "\"}",
+        "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"" PEM2 "\",\"caPhase\":\"staged\"}",
+        "{\"type\":\"ca-rotate\",\"ok\":true}",
         "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"-----BEGIN CERTIFICATE-----\\nA A\\n"
         "-----END CERTIFICATE-----\"}",
         "{\"type\":\"hello\",\"ok\":true,\"caCert\":\"-----BEGIN CERTIFICATE-----\\n"

@@ -8,9 +8,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/fileio.h"
@@ -119,6 +123,64 @@ static void test_missing_file_or_manifest(void **state)
     assert_int_equal(verify(&why), -ENOENT);
 }
 
+static void snap_dir(const char *data, const char *name, unsigned vcpus, unsigned mem, time_t mtime)
+{
+    char d[PATH_MAX], key[65];
+    snprintf(d, sizeof(d), "%s/templates/base/snapshots/%s", data, name);
+    assert_int_equal(mkdir_p(d, 0700), 0);
+    static const char *const files[] = { "memory", "vmstate", "rootfs.ext4" };
+    for (size_t i = 0; i < 3; i++) {
+        char f[PATH_MAX + 16];
+        snprintf(f, sizeof(f), "%s/%s", d, files[i]);
+        assert_int_equal(write_file_atomic(f, "x", 1), 0);
+    }
+    snprintf(key, sizeof(key), "%s", name);
+    assert_int_equal(snapshot_manifest_write(d, key, "base", vcpus, mem), 0);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/manifest.json", d);
+    struct timespec ts[2] = { { .tv_sec = mtime }, { .tv_sec = mtime } };
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static bool snap_exists(const char *data, const char *name)
+{
+    char d[PATH_MAX];
+    snprintf(d, sizeof(d), "%s/templates/base/snapshots/%s", data, name);
+    return access(d, F_OK) == 0;
+}
+
+/* At start: the stale go (half-built, no manifest, another key), and of the current ones
+ * all but the SNAPSHOT_SIZES_MAX newest. */
+static void test_cleanup_removes_stale_and_bounds_sizes(void **state)
+{
+    char data[] = "/tmp/t-snapcl-XXXXXX", path[64], keys[5][65];
+    assert_non_null(mkdtemp(data));
+    snprintf(path, sizeof(path), "%s/templates/base", data);
+    assert_int_equal(mkdir_p(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/templates/base/template.json", data);
+    assert_int_equal(write_file_atomic(path, "{\"name\": \"base\"}", 16), 0);
+    struct vm_host host = { .data_dir = data };
+    for (unsigned i = 0; i < 5; i++) {
+        assert_int_equal(snapshot_key_of(&host, "base", 1 + i, 512, keys[i]), 0);
+        snap_dir(data, keys[i], 1 + i, 512, 1000000 + i); /* keys[0] the oldest */
+    }
+    snap_dir(data, KEY, 1, 512, 2000000);        /* a current size, another key */
+    snap_dir(data, "half.tmp", 1, 512, 2000000); /* a build cut short */
+    snprintf(path, sizeof(path), "%s/templates/base/snapshots/nomanifest", data);
+    assert_int_equal(mkdir_p(path, 0700), 0);
+
+    assert_int_equal(snapshot_cleanup(&host), 4);
+    assert_false(snap_exists(data, keys[0]));
+    for (unsigned i = 1; i < 5; i++) {
+        assert_true(snap_exists(data, keys[i]));
+    }
+    assert_false(snap_exists(data, KEY));
+    assert_false(snap_exists(data, "half.tmp"));
+    assert_false(snap_exists(data, "nomanifest"));
+    assert_int_equal(snapshot_cleanup(&host), 0); /* nothing more to do */
+    rm_rf(data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -127,6 +189,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_truncated_memory_is_bad, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flipped_byte_is_bad, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_file_or_manifest, setup, teardown),
+        cmocka_unit_test(test_cleanup_removes_stale_and_bounds_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,7 @@
 #include "node/clone.h"
 #include "node/death.h"
 #include "node/disk-snapshot.h"
+#include "node/netrate.h"
 #include "node/netslot.h"
 #include "node/snapshot.h"
 #include "shared/connect.h"
@@ -336,6 +337,14 @@ static void init_json_ca(const char *init_json, char out[VM_CA_FINGERPRINT_LEN +
     json_decref(j);
 }
 
+void vm_ca_after_restore(struct vm *vm, char out[VM_CA_FINGERPRINT_LEN + 1])
+{
+    init_json_ca(vm->init_json, out);
+    if (!out[0]) {
+        memcpy(out, vm_ca_given(vm), VM_CA_FINGERPRINT_LEN + 1);
+    }
+}
+
 const char *vm_ca_given(struct vm *vm)
 {
     /* The create job saved it in instance.json; the loop's copy learns it here. */
@@ -502,7 +511,7 @@ static int vm_create_with(const struct vm_host *host, const struct vm *vm, enum 
 
     step = "create network";
     t = now_monotonic();
-    r = netslot_create(rec.iid);
+    r = netslot_create(rec.iid, rec.net_bps);
     if (r >= 0) {
         r = fault_point("create.network");
     }
@@ -714,11 +723,26 @@ int vm_bind_member(const struct vm_host *host, const struct vm *vm, struct vm_cr
     int r;
 
     *ret = (struct vm_create_result){ .pid = rec.pid, .pid_start_time = rec.pid_start_time };
+    /* The member's namespace is shaped at --net-bps (pool.c); only another rate costs. */
+    if (rec.net_bps > 0 && rec.net_bps != host->net_bps) {
+        char netns[PATH_MAX];
+        struct netrate_plan rate = netrate_sandbox_plan(rec.net_bps);
+        step = "set network rate";
+        r = netslot_netns_path(rec.iid, netns, sizeof(netns));
+        if (r >= 0) {
+            r = netrate_set(rec.iid, netns, &rate);
+        }
+        ret->timing.network = now_monotonic() - t0;
+        if (r < 0) {
+            goto out;
+        }
+    }
+    step = "resume";
     r = runtime_resume(vm->rt);
     if (r >= 0) {
         r = fault_point("bind.resume");
     }
-    ret->timing.vmm = now_monotonic() - t0;
+    ret->timing.vmm = now_monotonic() - t0 - ret->timing.network;
     if (r >= 0) {
         step = "initialise agent";
         usec_t t = now_monotonic();
@@ -743,6 +767,7 @@ int vm_bind_member(const struct vm_host *host, const struct vm *vm, struct vm_cr
         r = vm_write_record(host, &rec, false);
         ret->timing.record = now_monotonic() - t;
     }
+out:
     if (r < 0) {
         struct strbuf sb = STRBUF_INIT;
         strbuf_appendf(&sb, "binding pool member %s: %s failed: %s", rec.iid, step,
@@ -751,11 +776,34 @@ int vm_bind_member(const struct vm_host *host, const struct vm *vm, struct vm_cr
         free(agent_error);
         return r;
     }
-    ret->timing.boot = now_monotonic() - t0 - ret->timing.vmm;
+    ret->timing.boot = now_monotonic() - t0 - ret->timing.vmm - ret->timing.network;
     ret->timing.total = now_monotonic() - t0;
     ret->timing.restored = ret->timing.pooled = true;
     ret->rt = vm->rt;
     return 0;
+}
+
+bool vm_guest_halted(const struct vm_host *host, struct vm *vm)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 16], tail[256];
+    bool halted = false;
+    struct stat st;
+    int fd;
+
+    if (vm_instance_dir(host, vm->rec.iid, dir, sizeof(dir)) < 0) {
+        return false;
+    }
+    snprintf(path, sizeof(path), "%s/console.log", dir);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size != vm->console_seen) {
+        /* Any change, a shrink too: the pump drops older output when the file is full. */
+        vm->console_seen = st.st_size;
+        off_t at = st.st_size > (off_t)sizeof(tail) ? st.st_size - (off_t)sizeof(tail) : 0;
+        ssize_t n = pread(fd, tail, sizeof(tail), at);
+        halted = n > 0 && death_console_halted(tail, (size_t)n);
+    }
+    close_safe(fd);
+    return halted;
 }
 
 void vm_death(const struct vm_host *host, const struct vm *vm, enum death_reason *ret_reason,
@@ -1560,7 +1608,7 @@ int vm_restore(const struct vm_host *host, const struct vm *vm, bool memory,
     }
     /* Kept across the suspend; made again if something removed it. Idempotent. */
     step = "create network";
-    r = netslot_create(rec.iid);
+    r = netslot_create(rec.iid, rec.net_bps);
     if (r < 0) {
         goto fail;
     }

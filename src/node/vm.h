@@ -38,6 +38,8 @@ struct vm_host {
     unsigned tb_size_mib;     /* TCG translation buffer per VM (runtime.h); 0: the default */
     uint64_t disk_bps;        /* each VM's disk throttling (runtime.h); 0: none */
     uint32_t disk_iops;
+    uint64_t net_bps; /* --net-bps: each sandbox's default network rate, and the most a
+                         create may ask for (netrate.h); 0: unshaped */
 };
 
 struct vm_timing {
@@ -70,7 +72,16 @@ struct vm {
     unsigned ca_attempts;
     char ca_tried[17];
     usec_t ca_retry_at;
+    /* console.log's size when vm_guest_halted() last read its end (0 at first). Loop thread. */
+    off_t console_seen;
 };
+
+/*
+ * Whether the guest halted (death_console_halted() on the end of its console.log), read
+ * only when the file's size changed since the last call: cheap enough for every running
+ * VM on every tick. Loop thread only.
+ */
+bool vm_guest_halted(const struct vm_host *host, struct vm *vm);
 
 /* Loop thread only: moves vm to `to`, asserting the row exists in the state table. */
 void vm_set_state(struct vm *vm, enum vm_state to);
@@ -194,6 +205,9 @@ char *vm_agent_error_text(int status, const char *body, size_t len);
 void vm_ca_fingerprint(const char *pem, char out[VM_CA_FINGERPRINT_LEN + 1]);
 /* Loop thread: the fingerprint of the CA vm's agent has ("" = none). */
 const char *vm_ca_given(struct vm *vm);
+/* Loop thread: the CA vm's agent has once a restore that boots from the disk replayed
+ * init_json (its caBundle as the create sent it), or vm_ca_given() when it carries none. */
+void vm_ca_after_restore(struct vm *vm, char out[VM_CA_FINGERPRINT_LEN + 1]);
 
 /*
  * Worker: stops vm's vCPUs (QMP stop; memory, disk and network stay as they are), then

@@ -208,14 +208,14 @@ static int load_ca(struct ca *ca, const char *key_path)
     return 0;
 }
 
-int ca_open(const char *dir, struct ca **ret)
+int ca_open_files(const char *dir, const char *key_file, const char *cert_file, struct ca **ret)
 {
     struct ca *ca = calloc(1, sizeof(*ca));
     struct strbuf key_path = STRBUF_INIT, cert_path = STRBUF_INIT;
     int r;
 
-    if (!ca || strbuf_appendf(&key_path, "%s/%s", dir, CA_KEY_FILE) < 0 ||
-        strbuf_appendf(&cert_path, "%s/%s", dir, CA_CERT_FILE) < 0) {
+    if (!ca || strbuf_appendf(&key_path, "%s/%s", dir, key_file) < 0 ||
+        strbuf_appendf(&cert_path, "%s/%s", dir, cert_file) < 0) {
         r = -ENOMEM;
         goto fail;
     }
@@ -235,6 +235,11 @@ fail:
     strbuf_release(&cert_path);
     ca_free(ca);
     return r;
+}
+
+int ca_open(const char *dir, struct ca **ret)
+{
+    return ca_open_files(dir, CA_KEY_FILE, CA_CERT_FILE, ret);
 }
 
 const char *ca_cert_path(const struct ca *ca)

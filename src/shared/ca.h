@@ -35,6 +35,8 @@ struct ca;
  * -EINVAL (unreadable or mismatched files), -ENOMEM, or -errno.
  */
 int ca_open(const char *dir, struct ca **ret);
+/* The same with other file names in dir (the egress gateway's next CA, ca-set.h). */
+int ca_open_files(const char *dir, const char *key_file, const char *cert_file, struct ca **ret);
 
 /* The CA certificate's path, for clients to trust (borrowed). */
 const char *ca_cert_path(const struct ca *ca);

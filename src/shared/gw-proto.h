@@ -28,8 +28,11 @@
  *       First message of every session. space-gw closes every descriptor
  *       an earlier session handed it (connections already accepted keep
  *       running to their end), so a restarted node can bind the addresses
- *       again. Reply: {"type":"hello","ok":true,"caCert":"<PEM>"}, the
- *       egress CA's certificate the guests trust (terminated TLS).
+ *       again. Reply: {"type":"hello","ok":true,"caCert":"<PEM>",
+ *       "caPhase":"stable"|"staged"|"switched","caCurrent":"<sha256 hex>",
+ *       "caNext":"<sha256 hex>" (while rotating)}: caCert is the bundle of
+ *       egress CA certificates the guests trust (terminated TLS): the
+ *       current one, and the next one during a rotation (src/gw/ca-set.h).
  *   {"type":"attach","instance":"<iid>","sandbox":"<sandbox id>",
  *    "policy":{native policy: policy_parse_native()}}      + 2 fds
  *       Starts serving DNS and TCP for that sandbox under that policy.
@@ -44,6 +47,12 @@
  *       and the next request on a kept-alive one (a rotated secret too).
  *   {"type":"detach","instance":"<iid>"}
  *       Closes its descriptors and every open connection of the sandbox.
+ *   {"type":"ca-rotate","step":"stage"|"switch"|"finish"}
+ *       One step of the egress CA's rotation (src/gw/ca-set.h): stage
+ *       creates the next CA (the bundle holds both), switch mints leaves
+ *       with it, finish makes it the current one (the old one is deleted).
+ *       A step out of order is refused; repeating stage or switch is a
+ *       no-op. The reply carries the CA fields of the hello reply.
  *   Every request gets one reply of the same "type" with "instance" (when
  *   the request had one) and "ok": true, or "ok": false and "error":
  *   "<message>". Replies come in request order.

@@ -69,7 +69,7 @@ def test_admin_socket_agrees(plat):
 
 @pytest.mark.parametrize("method,path,feature", [
     ("POST", "/v3/templates", "template"),
-    ("GET", "/templates", "template"),
+    ("GET", "/v2/templates", "template"),
     ("GET", "/templates/aliases/mytpl", "alias"),
     ("GET", "/templates/tpl/files/0123abcd", "template"),
     ("POST", "/v2/templates/tpl/builds/b1", "template"),
@@ -96,6 +96,11 @@ def test_snapshot_routes_answer(plat):
     # Served since issue 12 (tests/api/test_snapshots_api.py): an unknown snapshot id is a
     # 404 (deleteSnapshot() reads false), the list is empty.
     error(call(plat, "DELETE", "/templates/snap123"), 404)
+    # Read-only template routes, served since issue 11 item 5 (test_template_sizes_api.py);
+    # this node has no template.
+    r = call(plat, "GET", "/templates")
+    assert r.status_code == 200 and r.json() == [], r.text
+    error(call(plat, "GET", "/templates/tpl"), 404)
     r = call(plat, "GET", "/snapshots")
     assert r.status_code == 200 and r.json() == [], r.text
 

@@ -13,6 +13,7 @@ HELP = [
     "template build", "template ls", "keys", "keys create", "keys ls", "keys rm", "bench",
     "snapshot", "snapshot create", "snapshot ls", "snapshot rm", "snapshot branch",
     "snapshot policy", "snapshot policy set", "snapshot policy get", "snapshot policy rm",
+    "ca", "ca status", "ca rotate",
 ]
 
 
@@ -54,7 +55,9 @@ def test_help_is_usage_on_stdout(space, cmd, flag):
                                   ["snapshot", "policy", "set", "--tier", "x",
                                    "aaaaaaaaaaaaaaaaaaaa"],
                                   ["snapshot", "policy", "rm", "--disk-every", "60",
-                                   "aaaaaaaaaaaaaaaaaaaa"]])
+                                   "aaaaaaaaaaaaaaaaaaaa"],
+                                  ["ca"], ["ca", "bogus"], ["ca", "rotate"],
+                                  ["ca", "rotate", "rollback"], ["ca", "status", "x"]])
 def test_wrong_usage_is_stderr_and_2(space, args):
     r = space(*args)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)

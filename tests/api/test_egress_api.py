@@ -676,3 +676,56 @@ def test_audit_pulled_from_the_node(store_param):
         if store:
             drop_pg_database(store)
     assert not left, left
+
+
+# ---- the egress CA's rotation (issue 10 item 4; with a real gateway and guests:
+# tests/egress/test_ca_rotation.py) ----
+
+def test_egress_ca_without_a_gateway(plat):
+    """This platform's node runs --no-gw: nothing to show or rotate (404), and the rotate's
+    rules hold before that: an API key is not the host admin (403), bad bodies are 400."""
+    r = e2b(plat, "GET", "/v1/egress-ca")
+    error(r, 404, "no egress gateway")
+    error(e2b(plat, "POST", "/v1/egress-ca/rotate", json={"step": "stage"}), 403, "host admin")
+    for body, needle in [({"step": "rollback"}, "step"), ({"step": "stage", "x": 1}, "x"),
+                         ({}, "step"), ([], "body")]:
+        status, res = plat.admin("POST", "/v1/egress-ca/rotate", body)
+        assert status == 400 and needle in res["message"], (body, status, res)
+    status, res = plat.admin("POST", "/v1/egress-ca/rotate", {"step": "stage"})
+    assert status == 404 and res["code"] == 404, (status, res)
+
+
+def test_egress_ca_gateway_and_node_down():
+    """With a gateway (the stub): the state is the gateway's (stable: it sent no rotation
+    fields, as a gateway before rotation would); 503 with Retry-After once it is gone, 502
+    once the node is."""
+    from lib.platform import Platform
+    gw = GwStub(f"/run/space/test-egress-gw-{uuid.uuid4().hex[:8]}.sock").start()
+    p = Platform("egress-ca", node_args=["--gw-socket", gw.path])
+    try:
+        p.start()
+        gw.expect("hello")
+        deadline = time.monotonic() + 30
+        while True:
+            status, res = p.admin("GET", "/v1/egress-ca")
+            if status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert status == 200 and res["phase"] == "stable", (status, res)
+        assert res["sandboxes"] == 0 and res["nodes"][0]["node"] == "local", res
+        gw.stop()
+        deadline = time.monotonic() + 30
+        while True:
+            status, res = p.admin("GET", "/v1/egress-ca")
+            if status == 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert status == 503 and "space-gw" in res["message"], (status, res)
+        status, res = p.admin("POST", "/v1/egress-ca/rotate", {"step": "stage"})
+        assert status == 503, (status, res)
+        p.node.stop()
+        status, res = p.admin("GET", "/v1/egress-ca")
+        assert status == 502 and "unreachable" in res["message"], (status, res)
+    finally:
+        p.destroy()
+        gw.stop()

@@ -1,7 +1,9 @@
-"""A guest that dies (issue 13 item 4): a guest kernel panic, a SIGKILL of the VMM from the host
-and an OOM kill of the VMM by its cgroup each end with the sandbox reported failed with its
+"""A guest that dies (issue 13 item 4): a guest kernel panic, root in the guest rebooting,
+powering off or halting it, a SIGKILL of the VMM from the host and an OOM kill of the VMM by
+its cgroup each end with the sandbox reported failed with its
 reason (node GET /v1/sandboxes "failed", GET /v1/sandboxes/{id} 404 naming it) and nothing of it
-left: no VMM, instance dir (disk clone), netns (and the tap in it) or cgroup. Through space-api
+left: no VMM, instance dir (disk clone), netns (and the tap in it) or cgroup; the failed list
+outlives a crash of the node. Through space-api
 the sandbox ends killed with error "<reason>: <message>" and `reason` (native GET), and E2B's
 getInfo answers 404 as for a killed one.
 """
@@ -70,6 +72,29 @@ def test_guest_kernel_panic(node):
     assert_freed(node, sb, cg)
 
 
+# reboot(2) commands (linux/reboot.h), called by root in the guest as `reboot -f`,
+# `poweroff -f` and `halt -f` do: no init system in between.
+REBOOT_CMDS = {"restart": 0x01234567, "power_off": 0x4321FEDC, "halt": 0xCDEF0123}
+
+
+@pytest.mark.parametrize("cmd", sorted(REBOOT_CMDS))
+def test_guest_stops_itself(node, cmd):
+    """Root in the guest rebooting, powering off or halting it: QEMU exits on the reset
+    (-no-reboot); a halt or power-off (no power-off method with acpi=off) leaves QEMU
+    alive with its vCPUs stopped for ever, which the node finds on the console and
+    reaps all the same."""
+    sb, _, cg = dying(node, memory_mb=256)
+    call = f"import ctypes; ctypes.CDLL(None, use_errno=True).reboot({REBOOT_CMDS[cmd]})"
+    res = node.exec(sb["id"], "sh", "-c",
+                    "(setsid sh -c 'sleep 1; python3 -c \"$CALL\"' "
+                    "</dev/null >/dev/null 2>&1 &)", user="root", env={"CALL": call})
+    assert res["exit_code"] == 0, res
+    f = wait_failed(node, sb["id"], timeout=120)
+    assert f["reason"] == "shutdown", f
+    assert ("halted" in f["message"]) == (cmd != "restart"), f
+    assert_freed(node, sb, cg)
+
+
 def test_vmm_sigkill(node):
     sb, pid, cg = dying(node, memory_mb=256)
     # SIGKILL: QEMU is its pid namespace's init, which ignores signals it has no handler for
@@ -78,6 +103,12 @@ def test_vmm_sigkill(node):
     f = wait_failed(node, sb["id"])
     assert f["reason"] == "vmm_crashed", f
     assert "signal 9" in f["message"], f
+    assert_freed(node, sb, cg)
+    # The failed list outlives a crash of the node (<data>/failed.json): the api's next
+    # sync still learns the reason.
+    node.crash()
+    node.start()
+    assert wait_failed(node, sb["id"], timeout=5) == f
     assert_freed(node, sb, cg)
 
 

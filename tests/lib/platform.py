@@ -210,6 +210,27 @@ def started_node(name, **kw):
     assert not left, left
 
 
+def build_sized_template(node, name, vcpus, memory_mb):
+    """Builds template `name` into node's data dir: the base recipe (its packages and setup.sh,
+    so every step but publish is the base template's, cached) with a size file of its own
+    (templates/<name>/size: the template's default size)."""
+    share = tempfile.mkdtemp(prefix="test-share-", dir=DATA_ROOT)
+    try:
+        os.symlink(os.path.join(ROOT, "tools"), os.path.join(share, "tools"))
+        recipe = os.path.join(share, "templates", name)
+        os.makedirs(recipe)
+        for f in ("packages", "setup.sh"):
+            os.symlink(os.path.join(ROOT, "templates/base", f), os.path.join(recipe, f))
+        with open(os.path.join(recipe, "size"), "w") as f:
+            f.write(f"# test template\nvcpus={vcpus}\nmemory_mb={memory_mb}\n")
+        res = subprocess.run([SPACE, "template", "build", name], timeout=1800,
+                             env=dict(node.env, SPACE_SHARE_DIR=share), capture_output=True,
+                             text=True)
+        assert res.returncode == 0, res.stderr[-3000:]
+    finally:
+        shutil.rmtree(share)
+
+
 # A guest process that counts in memory and publishes each value atomically to /dev/shm/count:
 # a verb that loses or rewinds the process's memory shows up as a count that went backwards.
 COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /dev/shm/count.tmp; "
