@@ -125,7 +125,9 @@ static void test_rate_and_bucket(void **state)
     const struct rtattr *o = tc_attr(nth(&b, 0), TCA_OPTIONS);
     const struct rtattr *r64 = nested(o, TCA_HTB_RATE64);
     assert_non_null(r64);
-    assert_int_equal(*(const uint64_t *)RTA_DATA(r64), 1ull << 36);
+    uint64_t rate64; /* netlink attributes are 4-byte aligned only */
+    memcpy(&rate64, RTA_DATA(r64), sizeof(rate64));
+    assert_int_equal(rate64, 1ull << 36);
 }
 
 static void test_agent_filters(void **state)
