@@ -108,7 +108,8 @@ void http_sandbox_create(struct request_ctx *c)
     }
     if (!routes_check_fields(c->req, body, "the create request",
                              "template snapshot vcpus memory_mb disk_mb timeout_s metadata env "
-                             "network auto_pause auto_pause_memory snapshots")) {
+                             "network auto_pause auto_pause_memory snapshots net_bps disk_bps "
+                             "disk_iops")) {
         goto out;
     }
     /* Rolling snapshots (rolling.h): checked before anything is created. */
@@ -171,7 +172,11 @@ void http_sandbox_create(struct request_ctx *c)
     if (body_int(c, body, "vcpus", 1, 16, &p.vcpus) < 0 ||
         body_int(c, body, "memory_mb", 128, 65536, &p.memory_mb) < 0 ||
         body_int(c, body, "disk_mb", 512, 1 << 20, &p.disk_mb) < 0 ||
-        body_int(c, body, "timeout_s", 0, c->m->max_timeout_s, &p.timeout_s) < 0) {
+        body_int(c, body, "timeout_s", 0, c->m->max_timeout_s, &p.timeout_s) < 0 ||
+        /* The node's own bounds (space-node --help); its maxima it checks itself. */
+        body_int(c, body, "net_bps", 4096, 1ll << 40, &p.net_bps) < 0 ||
+        body_int(c, body, "disk_bps", 4096, 1ll << 40, &p.disk_bps) < 0 ||
+        body_int(c, body, "disk_iops", 10, 10000000, &p.disk_iops) < 0) {
         goto out;
     }
     if ((bad = lifecycle_check_string_map(json_object_get(body, "metadata"), "metadata")) ||

@@ -109,6 +109,9 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
         .auto_pause = p->auto_pause,
         .auto_resume = p->auto_resume,
         .auto_pause_disk = p->auto_pause_disk,
+        .net_bps = p->net_bps,
+        .disk_bps = p->disk_bps,
+        .disk_iops = p->disk_iops,
     };
     /* A host crash kills the VM these rows are about: they need not wait for the disk. */
     r = store_begin_relaxed(m->store);
@@ -190,7 +193,7 @@ int lifecycle_set_network(struct manager *m, const char *id, const char *network
 int lifecycle_create_failed_status(const struct store_operation *op)
 {
     int status = controller_failed_status(op);
-    return status == 404 || status == 503 || status == 504 ? status : 500;
+    return status == 400 || status == 404 || status == 503 || status == 504 ? status : 500;
 }
 
 void lifecycle_reply_capacity(struct evhttp_request *req, int status, const char *fmt, ...)

@@ -27,6 +27,7 @@ struct lifecycle_create_params {
     bool auto_pause;          /* suspended at its end time instead of killed (E2B autoPause) */
     bool auto_resume;         /* ingress traffic wakes it (E2B lifecycle.autoResume) */
     bool auto_pause_disk;     /* that suspend keeps no memory (E2B autoPauseMemory: false) */
+    int64_t net_bps, disk_bps, disk_iops; /* its own I/O limits; 0: the node's */
 };
 
 /* Checks an object of string values (metadata, envVars); a message for 400 otherwise. */
@@ -39,7 +40,8 @@ int lifecycle_create(struct manager *m, const struct lifecycle_create_params *p,
 int lifecycle_get_live(struct manager *m, const char *id, struct store_sandbox *ret);
 /* Sandboxes creating or running in the store (what --max-sandboxes counts); 0 on error. */
 size_t lifecycle_count_live(struct manager *m);
-/* The HTTP status for a failed create operation: the node's 404 (unknown template), 503
+/* The HTTP status for a failed create operation: the node's 400 (a limit beyond its own,
+ * e.g. disk_bps over --disk-bps), 404 (unknown template), 503
  * (no capacity: its budgets, capacity.h, or a full worker pool) and 504 (guest never ready)
  * pass through; anything else is 500. */
 int lifecycle_create_failed_status(const struct store_operation *op);

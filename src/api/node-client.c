@@ -61,6 +61,16 @@ int node_client_create(const char *node_socket, const struct store_sandbox *sb,
     if (body && from) {
         json_object_set_new(body, "from_snapshot", json_string(from->id));
     }
+    /* 0: the node's own limit; the node refuses one beyond it (400). */
+    if (body && sb->net_bps > 0) {
+        json_object_set_new(body, "net_bps", json_integer(sb->net_bps));
+    }
+    if (body && sb->disk_bps > 0) {
+        json_object_set_new(body, "disk_bps", json_integer(sb->disk_bps));
+    }
+    if (body && sb->disk_iops > 0) {
+        json_object_set_new(body, "disk_iops", json_integer(sb->disk_iops));
+    }
     if (!body) {
         json_decref(init);
         return -ENOMEM;

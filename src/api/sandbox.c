@@ -169,6 +169,18 @@ json_t *sandbox_to_json(const struct store_sandbox *sb)
     if (j) {
         json_object_set_new(j, "network", egress_native(sb->network_json));
         json_object_set_new(j, "auto_pause", json_boolean(sb->auto_pause));
+        /* Its own I/O limits, when it asked for any (0: the node's). */
+        const struct {
+            const char *key;
+            int64_t v;
+        } limits[] = { { "net_bps", sb->net_bps },
+                       { "disk_bps", sb->disk_bps },
+                       { "disk_iops", sb->disk_iops } };
+        for (size_t i = 0; i < ARRAY_SIZE(limits); i++) {
+            if (limits[i].v > 0) {
+                json_object_set_new(j, limits[i].key, json_integer(limits[i].v));
+            }
+        }
         if (sb->auto_pause) {
             json_object_set_new(j, "auto_pause_memory", json_boolean(!sb->auto_pause_disk));
         }

@@ -72,7 +72,7 @@
 #define SANDBOX_COLUMNS                                                                            \
     "id, template_id, alias, client_id, state, desired_state, node_id, metadata, env, "            \
     "envd_access_token_sealed, error, vcpus, memory_mb, disk_mb, created_at, updated_at, end_at, " \
-    "private_traffic, network, remaining_us, auto_pause"
+    "private_traffic, network, remaining_us, auto_pause, net_bps, disk_bps, disk_iops"
 /* The same columns one by one, for column-level updates: entry i is bit i of
  * enum store_sandbox_field and parameter i + 2 of the whole-row statements. */
 static const char *const sandbox_field_columns[] = {
@@ -96,6 +96,9 @@ static const char *const sandbox_field_columns[] = {
     "network",
     "remaining_us",
     "auto_pause",
+    "net_bps",
+    "disk_bps",
+    "disk_iops",
 };
 #define OPERATION_COLUMNS                                                                          \
     "id, kind, sandbox_id, state, error, result, created_at, updated_at, lease_owner, "            \
@@ -103,7 +106,7 @@ static const char *const sandbox_field_columns[] = {
 #define API_KEY_COLUMNS "id, name, prefix, hash, created_at, last_used_at"
 #define UNFINISHED "state IN ('pending', 'running')"
 
-#define STORE_SANDBOX_N_PARAMS 21
+#define STORE_SANDBOX_N_PARAMS 24
 #define STORE_OPERATION_N_PARAMS 11
 #define STORE_API_KEY_N_PARAMS 6
 
@@ -120,7 +123,7 @@ static const char sql_migration_record[] =
  * abort a PostgreSQL transaction. */
 static const char sql_sandbox_insert[] = "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
                                          "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
-                                         "$14, $15, $16, $17, $18, $19, $20, $21) "
+                                         "$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24) "
                                          "ON CONFLICT DO NOTHING";
 static const char sql_sandbox_get[] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1";
 static const char sql_sandbox_cursor[] = "SELECT created_at FROM sandboxes WHERE id = $1";
@@ -461,6 +464,9 @@ static void sandbox_params(const struct store_sandbox *sb, const char *sealed_to
         STORE_PARAM_INT(sb->remaining_us),
         STORE_PARAM_INT((sb->auto_pause ? 1 : 0) | (sb->auto_resume ? 2 : 0) |
                         (sb->auto_pause_disk ? 4 : 0)),
+        STORE_PARAM_INT(sb->net_bps),
+        STORE_PARAM_INT(sb->disk_bps),
+        STORE_PARAM_INT(sb->disk_iops),
     };
     memcpy(ret, p, sizeof(p));
 }
@@ -569,6 +575,9 @@ static int sandbox_decode(const struct store_value *cols, size_t n_cols, void *i
     sb.auto_pause = (cols[20].integer & 1) != 0;
     sb.auto_resume = (cols[20].integer & 2) != 0;
     sb.auto_pause_disk = (cols[20].integer & 4) != 0;
+    sb.net_bps = cols[21].integer;
+    sb.disk_bps = cols[22].integer;
+    sb.disk_iops = cols[23].integer;
     *(struct store_sandbox *)item = sb;
     return 0;
 fail:

@@ -62,6 +62,8 @@ struct store_sandbox {
     /* The suspend at its end time keeps no memory (E2B autoPauseMemory: false): a restore
      * boots from the disk. Bit 2 of the auto_pause column, no migration either. */
     bool auto_pause_disk;
+    /* Its own I/O limits (migration 12), handed to the node at create; 0: the node's. */
+    int64_t net_bps, disk_bps, disk_iops;
 };
 
 struct store_sandbox_filter {
@@ -107,7 +109,10 @@ enum store_sandbox_field {
     STORE_SANDBOX_NETWORK = 1u << 17,
     STORE_SANDBOX_REMAINING = 1u << 18,
     STORE_SANDBOX_AUTO_PAUSE = 1u << 19,
-    STORE_SANDBOX_ALL = (1u << 20) - 1,
+    STORE_SANDBOX_NET_BPS = 1u << 20,
+    STORE_SANDBOX_DISK_BPS = 1u << 21,
+    STORE_SANDBOX_DISK_IOPS = 1u << 22,
+    STORE_SANDBOX_ALL = (1u << 23) - 1,
 };
 
 /*

@@ -169,6 +169,9 @@ static struct store_sandbox sandbox(const char *id, int64_t created_at, const ch
         .network_json = "{\"native\":{\"internet\":false,\"allow\":[\"a.test\"],\"deny\":[]}}",
         .remaining_us = 42 * 1000000LL,
         .auto_pause = true,
+        .net_bps = 1 << 20,
+        .disk_bps = 4 << 20,
+        .disk_iops = 100,
     };
 }
 
@@ -203,6 +206,9 @@ static void assert_sandbox_equal(const struct store_sandbox *a, const struct sto
     assert_str_eq_null(a->network_json, b->network_json);
     assert_int_equal(a->remaining_us, b->remaining_us);
     assert_int_equal(a->auto_pause, b->auto_pause);
+    assert_int_equal(a->net_bps, b->net_bps);
+    assert_int_equal(a->disk_bps, b->disk_bps);
+    assert_int_equal(a->disk_iops, b->disk_iops);
 }
 
 /* Lists with f and checks the ids, in order, against want (NULL-terminated). */
@@ -1595,7 +1601,7 @@ static void test_store_sandbox_update_fields(void **state)
     patch.state = NULL;
     assert_int_equal(store_sandbox_update_fields(s, &patch, STORE_SANDBOX_STATE), -EINVAL);
     assert_int_equal(store_sandbox_update_fields(s, &patch, 0), -EINVAL);
-    assert_int_equal(store_sandbox_update_fields(s, &patch, 1u << 20), -EINVAL);
+    assert_int_equal(store_sandbox_update_fields(s, &patch, STORE_SANDBOX_ALL + 1), -EINVAL);
     assert_int_equal(store_sandbox_set_state(s, "sb0000000000000nope0", "running", NULL, 1),
                      -ENOENT);
     assert_int_equal(store_sandbox_set_end_at(s, "sb0000000000000nope0", 1, 1), -ENOENT);

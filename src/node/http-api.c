@@ -14,7 +14,9 @@
  *                                         from_snapshot: ID a branch of a full sandbox
  *                                         snapshot, its template and size the snapshot's;
  *                                         net_bps: its network rate each way, bytes/s, at
- *                                         most --net-bps, netrate.h)
+ *                                         most --net-bps, netrate.h; disk_bps, disk_iops:
+ *                                         its disk throttling, at most --disk-bps and
+ *                                         --disk-iops, and past the warm pool when not those)
  *   GET    /v1/instances                  {instances: [...]}: every VM, bound to a sandbox or not
  *   GET    /v1/pools                      warm-pool levels per template and size (pool.h)
  *   GET    /v1/capacity                   budgets, committed, free (capacity.h)
@@ -106,6 +108,12 @@ static json_t *vm_to_json(const struct vm *vm)
     }
     if (j && rec->net_bps > 0) {
         json_object_set_new(j, "net_bps", json_integer((json_int_t)rec->net_bps));
+    }
+    if (j && rec->disk_bps > 0) {
+        json_object_set_new(j, "disk_bps", json_integer((json_int_t)rec->disk_bps));
+    }
+    if (j && rec->disk_iops > 0) {
+        json_object_set_new(j, "disk_iops", json_integer(rec->disk_iops));
     }
     if (j && rec->network) {
         json_error_t jerr;
@@ -372,6 +380,35 @@ static int body_uint(struct evhttp_request *req, json_t *body, const char *key, 
  * The canonical text of a native egress policy (NULL = {} = deny everything),
  * or NULL after replying 400 naming what is wrong (500 on OOM).
  */
+/*
+ * The create's optional rate `key` into *ret (left as is when absent): an integer from
+ * min to max, the node's `option`; with max 0 the node does not limit it and none may ask.
+ * 0, or -EINVAL once the 400 is sent.
+ */
+static int body_rate(struct evhttp_request *req, const json_t *body, const char *key, uint64_t min,
+                     uint64_t max, const char *option, uint64_t *ret)
+{
+    const json_t *v = json_object_get(body, key);
+
+    if (!v) {
+        return 0;
+    }
+    if (max == 0) {
+        http_util_reply_error(req, 400, "'%s' cannot be set: this node does not limit it (%s 0)",
+                              key, option);
+        return -EINVAL;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < (json_int_t)min ||
+        (uint64_t)json_integer_value(v) > max) {
+        http_util_reply_error(req, 400,
+                              "'%s' must be an integer between %llu and %llu (this node's %s)", key,
+                              (unsigned long long)min, (unsigned long long)max, option);
+        return -EINVAL;
+    }
+    *ret = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
 static char *policy_text(struct evhttp_request *req, const json_t *network)
 {
     struct policy_error perr = { .message = "" };
@@ -513,25 +550,14 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
         memory = (unsigned)mm;
         json_decref(meta);
     }
-    /* "net_bps": this sandbox's network rate each way (netrate.h), at most the node's. */
-    uint64_t net_bps = m->host.net_bps;
-    json_t *jbps = json_object_get(body, "net_bps");
-    if (jbps && m->host.net_bps == 0) {
-        http_util_reply_error(req, 400,
-                              "'net_bps' cannot be set: this node does not shape "
-                              "sandbox networks (--net-bps 0)");
+    /* Rates within the node's maxima (0 there: the node does not limit it, none may ask):
+     * the network each way (netrate.h), the disk's bytes and operations per second. */
+    uint64_t net_bps = m->host.net_bps, disk_bps = m->host.disk_bps, disk_iops = m->host.disk_iops;
+    if (body_rate(req, body, "net_bps", NETRATE_MIN_BPS, m->host.net_bps, "--net-bps", &net_bps) <
+            0 ||
+        body_rate(req, body, "disk_bps", 4096, m->host.disk_bps, "--disk-bps", &disk_bps) < 0 ||
+        body_rate(req, body, "disk_iops", 10, m->host.disk_iops, "--disk-iops", &disk_iops) < 0) {
         goto out;
-    }
-    if (jbps && (!json_is_integer(jbps) || json_integer_value(jbps) < (json_int_t)NETRATE_MIN_BPS ||
-                 (uint64_t)json_integer_value(jbps) > m->host.net_bps)) {
-        http_util_reply_error(req, 400,
-                              "'net_bps' must be an integer between %llu and %llu (this node's "
-                              "--net-bps) bytes/s",
-                              NETRATE_MIN_BPS, (unsigned long long)m->host.net_bps);
-        goto out;
-    }
-    if (jbps) {
-        net_bps = (uint64_t)json_integer_value(jbps);
     }
     json_t *net = json_object_get(body, "network");
     if (net && !json_is_object(net)) {
@@ -565,7 +591,10 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     memory = memory ? memory : tsize.memory_mib;
     bool default_size = vcpus == tsize.vcpus && memory == tsize.memory_mib;
     /* Create sources in order (CONTRACTS): a warm-pool member, else restore, else boot. */
-    bool skip_pool = json_is_false(snap) || json_is_false(use_pool) || from || !default_size;
+    /* A member's VMM was started with the node's disk limits: other ones restore. */
+    bool default_disk = disk_bps == m->host.disk_bps && disk_iops == m->host.disk_iops;
+    bool skip_pool =
+        json_is_false(snap) || json_is_false(use_pool) || from || !default_size || !default_disk;
     struct vm *member = skip_pool ? NULL : pool_take(m->warm, template_name, vcpus, memory);
     if (!member) {
         pool_make_room(m->warm, vcpus, memory);
@@ -611,6 +640,9 @@ static void handle_create(struct manager *m, struct evhttp_request *req)
     if (r >= 0) {
         vm->rec.network = TAKE_PTR(network);
         vm->rec.net_bps = net_bps;
+        /* 0: the node's, so a record never pins what a later --disk-bps changes. */
+        vm->rec.disk_bps = disk_bps == m->host.disk_bps ? 0 : disk_bps;
+        vm->rec.disk_iops = disk_iops == m->host.disk_iops ? 0 : (uint32_t)disk_iops;
     }
     if (r >= 0 && !vm->rt) {
         r = manager_add(m, vm);

@@ -41,8 +41,12 @@ char *instance_record_to_json(const struct instance_record *rec, const char *dir
         json_decref(j);
         return NULL;
     }
-    if (j && rec->net_bps > 0 &&
-        json_object_set_new(j, "net_bps", json_integer((json_int_t)rec->net_bps)) < 0) {
+    if (j && ((rec->net_bps > 0 &&
+               json_object_set_new(j, "net_bps", json_integer((json_int_t)rec->net_bps)) < 0) ||
+              (rec->disk_bps > 0 &&
+               json_object_set_new(j, "disk_bps", json_integer((json_int_t)rec->disk_bps)) < 0) ||
+              (rec->disk_iops > 0 &&
+               json_object_set_new(j, "disk_iops", json_integer(rec->disk_iops)) < 0))) {
         json_decref(j);
         return NULL;
     }
@@ -96,6 +100,10 @@ int instance_record_from_json(const char *text, struct instance_record *ret)
     rec.pid_start_time = (uint64_t)json_integer_value(json_object_get(j, "pid_start_time"));
     json_int_t bps = json_integer_value(json_object_get(j, "net_bps"));
     rec.net_bps = bps > 0 ? (uint64_t)bps : 0;
+    bps = json_integer_value(json_object_get(j, "disk_bps"));
+    rec.disk_bps = bps > 0 ? (uint64_t)bps : 0;
+    json_int_t iops = json_integer_value(json_object_get(j, "disk_iops"));
+    rec.disk_iops = iops > 0 && iops <= UINT32_MAX ? (uint32_t)iops : 0;
     enum vm_state s = vm_state_from_string(json_string_value(json_object_get(j, "state")));
     rec.state = s >= 0 ? s : VM_CREATING;
     json_t *net = json_object_get(j, "network");

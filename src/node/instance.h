@@ -49,6 +49,10 @@ struct instance_record {
     /* Its network rate each way in bytes/s (netrate.h), 0 = unshaped: kept so a restore
      * or rollback that makes the namespace again shapes it the same. */
     uint64_t net_bps;
+    /* Its disk throttling (runtime.h), 0 = the node's --disk-bps / --disk-iops: kept so a
+     * restore or rollback that starts a VMM again limits it the same. */
+    uint64_t disk_bps;
+    uint32_t disk_iops;
     /*
      * The egress policy (native shape, src/gw/policy.h), compact JSON owned by
      * the record; NULL = none given = deny everything. Kept here so a restarted

@@ -173,6 +173,25 @@ def test_native_operations_and_keys(plat):
     assert plat.admin("GET", "/v1/operations/xyz")[0] == 404
 
 
+def test_native_create_asks_its_own_io_limits(plat):
+    """net_bps / disk_bps / disk_iops in the native create reach the node (its sandbox JSON
+    and the VMM's drive throttling) and the row; out of bounds 400 at the api, beyond the
+    node's own maxima the node's 400 passed through."""
+    limits = {"net_bps": 1 << 20, "disk_bps": 4 << 20, "disk_iops": 100}
+    status, sb = plat.admin("POST", "/v1/sandboxes?wait=true", {"template": "base", **limits})
+    assert status == 201, sb
+    assert {k: sb[k] for k in limits} == limits, sb
+    status, on_node = plat.node.call("GET", f"/v1/sandboxes/{sb['id']}")
+    assert status == 200 and {k: on_node[k] for k in limits} == limits, on_node
+    assert plat.admin("DELETE", f"/v1/sandboxes/{sb['id']}?wait=true")[0] == 204
+    for key, bad in (("net_bps", 100), ("disk_bps", "fast"), ("disk_iops", 0)):
+        status, res = plat.admin("POST", "/v1/sandboxes", {"template": "base", key: bad})
+        assert status == 400 and key in res["message"], (key, bad, status, res)
+    status, res = plat.admin("POST", "/v1/sandboxes?wait=true",
+                             {"template": "base", "disk_iops": 5001})
+    assert status == 400 and "--disk-iops" in res["message"], (status, res)
+
+
 def test_cli_over_the_api(plat):
     node = plat.node
     env_backup = node.env

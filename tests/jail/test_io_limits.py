@@ -105,3 +105,23 @@ def test_quiet_sandbox_answers_during_a_neighbours_io_flood(node):
               f"disk {loaded * 1000:.0f} ms ({loaded / base:.1f}x)")
         assert loaded < 20 * base + 10, (base, loaded)
         assert node.exec(quiet["id"], "python3", "-c", "print(6 * 7)")["stdout"] == b"42\n"
+
+
+def test_a_create_asks_its_own_disk_limits(node):
+    """A create's disk_bps / disk_iops within the node's maxima throttle that sandbox alone
+    (its VMM's command line, dd as root); beyond them, or not integers, 400."""
+    with node_sandbox(node, memory_mb=256, disk_bps=BPS, disk_iops=IOPS) as sb:
+        assert sb["disk_bps"] == BPS and sb["disk_iops"] == IOPS, sb
+        cmd = " ".join(open(f"/proc/{live_qemu_pids(node.instance_dir(sb))[0]}/cmdline")
+                       .read().split("\0"))
+        assert f"throttling.bps-total={BPS}" in cmd and f"throttling.iops-total={IOPS}" in cmd
+        size, secs = dd_rate(node, sb["id"], "bs=1M count=16")
+        print(f"a create's disk_bps {BPS >> 20} MiB/s: guest dd {size / secs / (1 << 20):.2f} "
+              f"MiB/s")
+        assert size / secs < 3 * BPS, size / secs
+    for key, bad, words in (("disk_bps", (100 << 20) + 1, "between 4096 and 104857600"),
+                            ("disk_bps", 100, "between"), ("disk_iops", 5001, "--disk-iops"),
+                            ("disk_iops", "many", "integer")):
+        status, body = node.call("POST", "/v1/sandboxes", {key: bad})
+        assert status == 400 and words in body["message"], (key, bad, status, body)
+    assert node.instances() == []
