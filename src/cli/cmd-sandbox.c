@@ -7,6 +7,7 @@
  * (128+9 when the command was killed), so it composes in shell scripts.
  */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -52,10 +53,14 @@ static int sandbox_create(int argc, char **argv)
         { "internet", no_argument, NULL, CLI_OPT_INTERNET },
         { "allow", required_argument, NULL, CLI_OPT_ALLOW },
         { "deny", required_argument, NULL, CLI_OPT_DENY },
+        { "net-bps", required_argument, NULL, 'N' },
+        { "disk-bps", required_argument, NULL, 'B' },
+        { "disk-iops", required_argument, NULL, 'I' },
         { "help", no_argument, NULL, 'h' },
         {},
     };
     json_t *body = json_object(), *res = NULL, *network = NULL;
+    uint64_t rate;
     bool as_json = false;
     uint32_t v;
     int c, r = 1;
@@ -99,6 +104,21 @@ static int sandbox_create(int argc, char **argv)
             }
             json_object_set_new(body, c == 'c' ? "vcpus" : "memory_mb", json_integer(v));
             break;
+        case 'N':
+        case 'B':
+        case 'I':
+            /* Its own limits within the node's; the api and the node check the bounds. */
+            if (parse_u64(optarg, &rate) < 0 || rate > INT64_MAX) {
+                fprintf(stderr, "space: invalid number '%s'\n", optarg);
+                r = 2;
+                goto out;
+            }
+            json_object_set_new(body,
+                                c == 'N'   ? "net_bps"
+                                : c == 'B' ? "disk_bps"
+                                           : "disk_iops",
+                                json_integer((json_int_t)rate));
+            break;
         case 'j':
             as_json = true;
             break;
@@ -113,7 +133,9 @@ static int sandbox_create(int argc, char **argv)
             r = cli_usage(c == 'h', "usage: space sandbox create [--template NAME] [--vcpus N] "
                                     "[--memory MB] [--timeout SEC] [--env K=V]...\n"
                                     "                [--metadata K=V]... [--internet] "
-                                    "[--allow ENTRY]... [--deny ENTRY]... [--json]\n");
+                                    "[--allow ENTRY]... [--deny ENTRY]... [--json]\n"
+                                    "                [--net-bps B/S] [--disk-bps B/S] "
+                                    "[--disk-iops N]\n");
             goto out;
         }
     }

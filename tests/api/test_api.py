@@ -190,6 +190,19 @@ def test_native_create_asks_its_own_io_limits(plat):
     status, res = plat.admin("POST", "/v1/sandboxes?wait=true",
                              {"template": "base", "disk_iops": 5001})
     assert status == 400 and "--disk-iops" in res["message"], (status, res)
+    # The CLI's flags are the same fields.
+    node, env_backup = plat.node, plat.node.env
+    node.env = plat.env
+    try:
+        sid = node.cli("sandbox", "create", "--disk-iops", "200", "--net-bps", "2097152",
+                       check=True).stdout.decode().strip()
+        status, on_node = node.call("GET", f"/v1/sandboxes/{sid}")
+        assert (on_node["disk_iops"], on_node["net_bps"]) == (200, 2 << 20), on_node
+        node.cli("sandbox", "kill", sid, check=True)
+        r = node.cli("sandbox", "create", "--disk-bps", "fast")
+        assert r.returncode == 2 and b"invalid number" in r.stderr, r
+    finally:
+        node.env = env_backup
 
 
 def test_cli_over_the_api(plat):
