@@ -58,3 +58,79 @@ def test_guest_through_space_gw(plat):
     else:
         raise AssertionError(f"audit records missing: {plat.egress(sid)}")
     assert any(x.get("proto") == "dns" and x.get("name") == FORBIDDEN for x in denied)
+
+
+# Runs as root in the flooding guest: opens as many TCP connections to the allowed web
+# server as it can within 20 s (held open, silent), then reports how many connected and how
+# many the gateway closed on it.
+CONN_FLOOD = r'''
+import resource, socket, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))  # root: past the default 1024
+held, failed = [], 0
+end = time.time() + 20
+while time.time() < end and len(held) + failed < 3000:
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect(("198.18.1.10", 80))
+        held.append(s)
+    except OSError:
+        failed += 1
+        s.close()
+time.sleep(1)
+closed = 0
+for s in held:
+    s.setblocking(False)
+    try:
+        closed += s.recv(1) == b""
+    except BlockingIOError:
+        pass
+    except OSError:
+        closed += 1
+print(len(held), failed, closed)
+'''
+
+
+def test_guest_connection_flood_stays_in_its_sandbox(plat):
+    """Issue 13's connection flood at the gateway from a real guest as root: thousands of
+    connections are cut at the gateway's per-sandbox cap (audited as conn-limit), the host
+    and a quiet sandbox keep answering, and the flooder's allowed requests work again after."""
+    flooder = plat.create_sandbox(network={"allow": [ALLOWED]})
+    quiet = plat.create_sandbox(network={"allow": [ALLOWED]})
+
+    def quiet_fetch():
+        t = time.monotonic()
+        r = sh(plat, quiet, f"curl -sS -m 20 http://{ALLOWED}/quiet")
+        assert r["exit_code"] == 0 and f"vhost={ALLOWED}" in r["stdout"], r
+        return time.monotonic() - t
+
+    base = min(quiet_fetch() for _ in range(3))
+    # Detached: the exec returns, the flood runs 20 s and writes its counts.
+    r = plat.exec(flooder, "/bin/sh", "-c",
+                  "setsid python3 -c \"$FLOOD\" > /tmp/flood.out 2>&1 < /dev/null &",
+                  env={"FLOOD": CONN_FLOOD})
+    assert r["exit_code"] == 0, r
+    time.sleep(8)
+    loaded = max(quiet_fetch() for _ in range(3))
+    deadline = time.monotonic() + 60
+    while True:
+        text = sh(plat, flooder, "cat /tmp/flood.out 2>/dev/null")["stdout"]
+        out = text.split()
+        if len(out) == 3 or "Traceback" in text or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert len(out) == 3, text
+    held, failed, closed = map(int, out)
+    print(f"guest connection flood: {held} connected, {failed} failed, {closed} closed by the "
+          f"gateway; the quiet sandbox's fetch {base * 1000:.0f} ms idle -> "
+          f"{loaded * 1000:.0f} ms during it ({loaded / base:.1f}x)")
+    # Past its cap (256 by default) every further connection is closed at once.
+    assert held + failed > 256 and closed + failed >= held + failed - 256, out
+    assert loaded < 10 * base + 2, (base, loaded)
+    deadline = time.monotonic() + 60
+    while not any(x.get("reason") == "conn-limit" for x in plat.egress(flooder)):
+        assert time.monotonic() < deadline, plat.egress(flooder)[-5:]
+        time.sleep(1)
+    # The flood is over (its sockets closed with its process): allowed requests work again.
+    r = sh(plat, flooder, f"curl -sS -m 20 http://{ALLOWED}/after")
+    assert r["exit_code"] == 0 and f"vhost={ALLOWED}" in r["stdout"], r
