@@ -24,7 +24,6 @@
 #include "basic/parse-util.h"
 #include "shared/http-util.h"
 
-#define E2B_DEFAULT_DISK_MB 2048
 #define E2B_LIST_MAX 100
 #define CREATE_WAIT (300 * USEC_PER_SEC)
 
@@ -347,7 +346,7 @@ void e2b_sandbox_create(struct request_ctx *c)
          * which cpuCount and memoryMB then show. */
         .vcpus = 0,
         .memory_mb = 0,
-        .disk_mb = E2B_DEFAULT_DISK_MB,
+        .disk_mb = SANDBOX_DISK_MB,
         .timeout_s = timeout,
         .metadata = json_object_get(body, "metadata"),
         .env = json_object_get(body, "envVars"),

@@ -77,8 +77,12 @@ static int body_int(struct request_ctx *c, json_t *body, const char *key, int64_
         return 0;
     }
     if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
-        http_util_reply_error(c->req, 400, "'%s' must be an integer between %lld and %lld", key,
-                              (long long)min, (long long)max);
+        if (min == max) {
+            http_util_reply_error(c->req, 400, "'%s' can only be %lld here", key, (long long)min);
+        } else {
+            http_util_reply_error(c->req, 400, "'%s' must be an integer between %lld and %lld", key,
+                                  (long long)min, (long long)max);
+        }
         return -EINVAL;
     }
     *value = json_integer_value(v);
@@ -93,7 +97,7 @@ void http_sandbox_create(struct request_ctx *c)
         .template_id = "base",
         .vcpus = 0,
         .memory_mb = 0,
-        .disk_mb = 2048
+        .disk_mb = SANDBOX_DISK_MB
     };
     json_t *body = http_util_body_json(c->req), *t;
     struct policy_error perr = { { 0 } };
@@ -171,7 +175,7 @@ void http_sandbox_create(struct request_ctx *c)
     p.network_json = network;
     if (body_int(c, body, "vcpus", 1, 16, &p.vcpus) < 0 ||
         body_int(c, body, "memory_mb", 128, 65536, &p.memory_mb) < 0 ||
-        body_int(c, body, "disk_mb", 512, 1 << 20, &p.disk_mb) < 0 ||
+        body_int(c, body, "disk_mb", SANDBOX_DISK_MB, SANDBOX_DISK_MB, &p.disk_mb) < 0 ||
         body_int(c, body, "timeout_s", 0, c->m->max_timeout_s, &p.timeout_s) < 0 ||
         /* The node's own bounds (space-node --help); its maxima it checks itself. */
         body_int(c, body, "net_bps", 4096, 1ll << 40, &p.net_bps) < 0 ||

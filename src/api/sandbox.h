@@ -24,6 +24,9 @@
 /* The envd version reported to E2B clients (≥ 0.6.4 enables every SDK feature, §6.8). */
 #define SANDBOX_ENVD_VERSION "0.6.4"
 #define SANDBOX_CLIENT_ID "space"
+/* Every sandbox's disk: the template image's size (tools/template-build.sh IMAGE_SIZE). A
+ * create asking another is refused until disks can grow. */
+#define SANDBOX_DISK_MB 2048
 
 /* RFC 3339 UTC with microseconds, e.g. 2026-11-30T08:00:00.123456Z. */
 void sandbox_format_time(int64_t usec, char buf[40]);

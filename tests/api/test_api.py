@@ -184,7 +184,9 @@ def test_native_create_asks_its_own_io_limits(plat):
     status, on_node = plat.node.call("GET", f"/v1/sandboxes/{sb['id']}")
     assert status == 200 and {k: on_node[k] for k in limits} == limits, on_node
     assert plat.admin("DELETE", f"/v1/sandboxes/{sb['id']}?wait=true")[0] == 204
-    for key, bad in (("net_bps", 100), ("disk_bps", "fast"), ("disk_iops", 0)):
+    # The disk is the template image's: another size is refused, never silently ignored.
+    for key, bad in (("net_bps", 100), ("disk_bps", "fast"), ("disk_iops", 0),
+                     ("disk_mb", 4096), ("disk_mb", 1024)):
         status, res = plat.admin("POST", "/v1/sandboxes", {"template": "base", key: bad})
         assert status == 400 and key in res["message"], (key, bad, status, res)
     status, res = plat.admin("POST", "/v1/sandboxes?wait=true",
