@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from lib.platform import SPACE, STORES, e2b, store_platform
+from lib.platform import SPACE, STORES, api_sandbox, e2b, store_platform
 
 
 @pytest.fixture(scope="module", params=STORES)
@@ -25,10 +25,8 @@ def plat(request):
 
 @pytest.fixture(scope="module")
 def sid(plat):
-    status, res = plat.admin("POST", "/v1/sandboxes?wait=true", {"template": "base"})
-    assert status == 201, res
-    yield res["id"]
-    plat.admin("DELETE", f"/v1/sandboxes/{res['id']}?wait=true")
+    with api_sandbox(plat) as s:
+        yield s
 
 
 def node_snapshots(plat):

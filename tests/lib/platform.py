@@ -436,6 +436,18 @@ def store_platform(prefix, store_param, setup=None):
 
 
 @contextlib.contextmanager
+def api_sandbox(plat, **body):
+    """A sandbox created through space-api's native API (waited for, template base unless
+    body says otherwise); yields its id and kills it on exit."""
+    status, res = plat.admin("POST", "/v1/sandboxes?wait=true", {"template": "base", **body})
+    assert status == 201, res
+    try:
+        yield res["id"]
+    finally:
+        plat.admin("DELETE", f"/v1/sandboxes/{res['id']}?wait=true")
+
+
+@contextlib.contextmanager
 def replica_pair(prefix, store, api_args=()):
     """Two started space-api replicas on one store (a PostgreSQL URL) sharing one space-node,
     both given api_args: yields (a, b); on exit both stop and the node proves it left nothing
