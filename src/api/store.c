@@ -2622,9 +2622,12 @@ static const char sql_policy_advance_disk[] =
     "UPDATE snapshot_policies SET next_disk_at = $3 WHERE sandbox_id = $1 AND next_disk_at = $2";
 static const char sql_policy_advance_full[] =
     "UPDATE snapshot_policies SET next_full_at = $3 WHERE sandbox_id = $1 AND next_full_at = $2";
-static const char sql_policy_sweep[] =
-    "DELETE FROM snapshot_policies WHERE NOT EXISTS (SELECT 1 FROM sandboxes WHERE "
-    "sandboxes.id = snapshot_policies.sandbox_id AND sandboxes.state <> 'killed')";
+#define POLICY_SWEEP_WHERE                                                                         \
+    "WHERE NOT EXISTS (SELECT 1 FROM sandboxes WHERE "                                             \
+    "sandboxes.id = snapshot_policies.sandbox_id AND sandboxes.state <> 'killed')"
+static const char sql_policy_sweep[] = "DELETE FROM snapshot_policies " POLICY_SWEEP_WHERE;
+static const char sql_policy_sweep_any[] =
+    "SELECT 1 FROM snapshot_policies " POLICY_SWEEP_WHERE " LIMIT 1";
 
 void store_snapshot_policy_release(struct store_snapshot_policy *p)
 {
@@ -2761,13 +2764,19 @@ int store_snapshot_policy_advance(struct store *s, const char *sandbox_id, bool 
 
 int store_snapshot_policy_sweep(struct store *s, uint64_t *ret_deleted)
 {
-    uint64_t changes = 0;
+    uint64_t changes = 0, any = 0;
     int r;
 
     if (!s) {
         return -EINVAL;
     }
-    r = run(s, sql_policy_sweep, true, NULL, 0, NULL, NULL, &changes);
+    /* Read first, as the secret sweep: the tick runs on the loop thread, and a DELETE takes
+     * the write lock (and waits out the busy timeout behind another writer) even when it
+     * deletes nothing. */
+    r = run(s, sql_policy_sweep_any, true, NULL, 0, count_row, &any, NULL);
+    if (r >= 0 && any > 0) {
+        r = run(s, sql_policy_sweep, true, NULL, 0, NULL, NULL, &changes);
+    }
     if (r >= 0 && ret_deleted) {
         *ret_deleted = changes;
     }
