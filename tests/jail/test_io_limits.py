@@ -6,12 +6,13 @@ printed, not asserted tightly: VMs run under TCG on a shared host).
 """
 import os
 import re
-import statistics
 import time
 
 import pytest
 
 from lib.platform import live_qemu_pids, node_sandbox, started_node
+
+from test_limits import exec_latency
 
 BPS = 4 << 20  # the throttled node's --disk-bps
 IOPS = 100     # and --disk-iops
@@ -77,15 +78,6 @@ def test_disk_fill_gives_enospc_in_the_guest(node):
         assert sh(node, sb["id"], "rm /fill && echo ok")["stdout"] == b"ok\n"
         assert node.exec(sb["id"], "python3", "-c", "print(6 * 7)")["stdout"] == b"42\n"
         assert os.stat(disk).st_size == size
-
-
-def exec_latency(node, sid, n=5):
-    times = []
-    for _ in range(n):
-        t = time.monotonic()
-        assert node.exec(sid, "true")["exit_code"] == 0
-        times.append(time.monotonic() - t)
-    return statistics.median(times)
 
 
 FLOOD = ("end=$(($(date +%s) + 60)); while [ $(date +%s) -lt $end ]; do "

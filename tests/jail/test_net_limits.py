@@ -10,13 +10,14 @@ same qdiscs (tap0 egress for guest-bound, ifb0 for guest-sent) as the gateway's 
 Rates and latencies are printed; bands are generous (TCG guests on a shared host).
 """
 import re
-import statistics
 import subprocess
 import time
 
 import pytest
 
 from lib.platform import node_sandbox, started_node
+
+from test_limits import exec_latency
 
 RATE = 1 << 20  # a create's net_bps: 1 MiB/s each way
 SECS = 6
@@ -126,15 +127,6 @@ def test_download_and_upload_are_shaped(node):
               f"{sb['timings_ms']['network']:.1f} ms")
         assert 0.5 * RATE < down < 1.5 * RATE, down
         assert 0.5 * RATE < up < 1.5 * RATE, up
-
-
-def exec_latency(node, sid, n=5):
-    times = []
-    for _ in range(n):
-        t = time.monotonic()
-        assert node.exec(sid, "true")["exit_code"] == 0
-        times.append(time.monotonic() - t)
-    return statistics.median(times)
 
 
 # Detached in the noisy guest, as root (niced: the network is under test, not the guest's
